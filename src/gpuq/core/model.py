@@ -1,0 +1,314 @@
+"""The core's input types: frozen, framework-free views of the configuration and workloads.
+
+The api layer converts user manifests (Kueue kinds and workload sources) into
+these; the admission engine reads nothing else. Amounts are integers in the
+core unit of their resource (CPU in milli-units, everything else in whole
+units, see ``gpuq.api.quantity.to_amount``). Times are seconds since the epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fractions import Fraction
+
+Resources = Mapping[str, int]
+"""Resource name -> amount in the core unit of that resource."""
+
+
+class QueueingStrategy(StrEnum):
+    STRICT_FIFO = "StrictFIFO"
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+
+
+class PreemptionPolicy(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+    ANY = "Any"
+
+
+class FungibilityPolicy(StrEnum):
+    MAY_STOP_SEARCH = "MayStopSearch"
+    TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+class FungibilityPreference(StrEnum):
+    BORROWING_OVER_PREEMPTION = "BorrowingOverPreemption"
+    PREEMPTION_OVER_BORROWING = "PreemptionOverBorrowing"
+
+
+class StopPolicy(StrEnum):
+    NONE = "None"
+    HOLD = "Hold"
+    HOLD_AND_DRAIN = "HoldAndDrain"
+
+
+class CheckState(StrEnum):
+    PENDING = "Pending"
+    READY = "Ready"
+    RETRY = "Retry"
+    REJECTED = "Rejected"
+
+
+class FairSharingStrategy(StrEnum):
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+    LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # "" tolerates every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes toleration matching (``k8s.io/api/core/v1`` ToleratesTaint)."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == taint.value and bool(self.key)
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One label selector requirement (In, NotIn, Exists, DoesNotExist, Gt, Lt)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        present = self.key in labels
+        value = labels.get(self.key, "")
+        if self.operator == "In":
+            return present and value in self.values
+        if self.operator == "NotIn":
+            return not present or value not in self.values
+        if self.operator == "Exists":
+            return present
+        if self.operator == "DoesNotExist":
+            return not present
+        if self.operator in ("Gt", "Lt") and present and self.values:
+            try:
+                left, right = int(value), int(self.values[0])
+            except ValueError:
+                return False
+            return left > right if self.operator == "Gt" else left < right
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A Kubernetes label selector; an empty selector matches everything."""
+
+    match_labels: Mapping[str, str] = field(default_factory=dict)
+    match_expressions: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if any(labels.get(k) != v for k, v in self.match_labels.items()):
+            return False
+        return all(req.matches(labels) for req in self.match_expressions)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFlavor:
+    name: str
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    node_taints: tuple[Taint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    topology_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    """Quota of one resource in one flavor. ``None`` limits mean unlimited / all lendable."""
+
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorQuotas:
+    name: str
+    resources: Mapping[str, ResourceQuota]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    covered_resources: tuple[str, ...]
+    flavors: tuple[FlavorQuotas, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BorrowWithinCohort:
+    policy: PreemptionPolicy = PreemptionPolicy.NEVER
+    max_priority_threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    within_cluster_queue: PreemptionPolicy = PreemptionPolicy.NEVER
+    reclaim_within_cohort: PreemptionPolicy = PreemptionPolicy.NEVER
+    borrow_within_cohort: BorrowWithinCohort | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorFungibility:
+    when_can_borrow: FungibilityPolicy = FungibilityPolicy.MAY_STOP_SEARCH
+    when_can_preempt: FungibilityPolicy = FungibilityPolicy.TRY_NEXT_FLAVOR
+    preference: FungibilityPreference | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionCheckRule:
+    """A check a ClusterQueue requires; ``on_flavors`` empty means for every flavor."""
+
+    name: str
+    on_flavors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueue:
+    name: str
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    cohort: str | None = None
+    queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
+    namespace_selector: LabelSelector | None = None  # None matches no namespace; empty matches all
+    preemption: Preemption = Preemption()
+    flavor_fungibility: FlavorFungibility = FlavorFungibility()
+    fair_weight: Fraction = Fraction(1)
+    admission_checks: tuple[AdmissionCheckRule, ...] = ()
+    stop_policy: StopPolicy = StopPolicy.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class Cohort:
+    name: str
+    parent: str | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    fair_weight: Fraction = Fraction(1)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueue:
+    namespace: str
+    name: str
+    cluster_queue: str
+    stop_policy: StopPolicy = StopPolicy.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionCheck:
+    name: str
+    controller_name: str = ""
+    active: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    """A group of identical pods. ``requests`` is per pod; totals are requests × count."""
+
+    name: str
+    count: int
+    requests: Resources
+    min_count: int | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    node_affinity: tuple[tuple[Requirement, ...], ...] = ()  # required terms, ORed; each term ANDs
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetAssignment:
+    name: str
+    flavors: Mapping[str, str]  # resource -> flavor
+    resource_usage: Resources  # total over ``count`` pods
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    cluster_queue: str
+    pod_set_assignments: tuple[PodSetAssignment, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    namespace: str
+    name: str
+    queue_name: str
+    pod_sets: tuple[PodSet, ...]
+    priority: int = 0
+    creation_time: float = 0.0
+    uid: str = ""
+    active: bool = True
+    admission: Admission | None = None  # set when the workload already holds quota
+    quota_reserved_time: float | None = None
+    admission_checks: Mapping[str, CheckState] = field(default_factory=dict)
+    requeue_at: float | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class FairSharing:
+    enable: bool = False
+    preemption_strategies: tuple[FairSharingStrategy, ...] = (
+        FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+        FairSharingStrategy.LESS_THAN_INITIAL_SHARE,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForPodsReady:
+    enable: bool = False
+    timeout_s: float = 1800.0
+    block_admission: bool = False
+    requeuing_backoff_base_s: float = 60.0
+    requeuing_backoff_max_s: float = 3600.0
+    requeuing_backoff_limit_count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """The parts of Kueue's Configuration that change scheduling decisions."""
+
+    fair_sharing: FairSharing = FairSharing()
+    partial_admission: bool = True
+    wait_for_pods_ready: WaitForPodsReady = WaitForPodsReady()
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """Everything the engine knows about the cluster's configuration, keyed by name."""
+
+    flavors: Mapping[str, ResourceFlavor] = field(default_factory=dict)
+    cluster_queues: Mapping[str, ClusterQueue] = field(default_factory=dict)
+    cohorts: Mapping[str, Cohort] = field(default_factory=dict)
+    local_queues: Mapping[tuple[str, str], LocalQueue] = field(default_factory=dict)  # (namespace, name)
+    admission_checks: Mapping[str, AdmissionCheck] = field(default_factory=dict)
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    scheduler: SchedulerConfig = SchedulerConfig()
+
+    def labels_of_namespace(self, namespace: str) -> Mapping[str, str]:
+        """Labels of a namespace; one never declared has only its well-known name label."""
+        labels = self.namespace_labels.get(namespace)
+        if labels is None:
+            return {"kubernetes.io/metadata.name": namespace}
+        return labels
