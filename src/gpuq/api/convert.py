@@ -1,0 +1,332 @@
+"""Conversion of validated api models into the core's frozen input types.
+
+Callers convert only manifests that passed :mod:`gpuq.api.validation` with no
+error; this module then never fails. Quantities become core integer amounts
+(:func:`gpuq.api.quantity.to_amount`: CPU in milli-units, everything else in
+whole units rounded up); fair-sharing weights become exact ``Fraction`` s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+from gpuq.api import kueue
+from gpuq.api.diagnostics import Manifest
+from gpuq.api.pods import effective_pod_requests
+from gpuq.api.quantity import to_amount
+from gpuq.core import model as core
+
+RESERVED_RESOURCE = "pods"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def convert(manifests: Sequence[Manifest]) -> tuple[core.ClusterConfig, tuple[core.Workload, ...]]:
+    """The cluster configuration and the workloads described by ``manifests`` (first definition wins)."""
+    models = [m.model for m in manifests]
+    config = core.ClusterConfig(
+        flavors=_named(models, kueue.ResourceFlavor, flavor),
+        cluster_queues=_named(models, kueue.ClusterQueue, cluster_queue),
+        cohorts=_named(models, kueue.Cohort, cohort),
+        local_queues=_local_queues(models),
+        admission_checks=_named(models, kueue.AdmissionCheck, admission_check),
+        namespace_labels=_namespace_labels(models),
+        scheduler=scheduler_config(next((m for m in models if isinstance(m, kueue.Configuration)), None)),
+    )
+    priorities = PriorityTable.from_models(models)
+    workloads = tuple(workload(m, priorities) for m in models if isinstance(m, kueue.Workload))
+    return config, _unique_workloads(workloads)
+
+
+def _named(models: Sequence[Any], kind: type[Any], build: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for obj in models:
+        if isinstance(obj, kind):
+            out.setdefault(obj.metadata.name, build(obj))
+    return dict(sorted(out.items()))
+
+
+def _unique_workloads(workloads: Sequence[core.Workload]) -> tuple[core.Workload, ...]:
+    seen: dict[str, core.Workload] = {}
+    for wl in workloads:
+        seen.setdefault(wl.key, wl)
+    return tuple(seen.values())
+
+
+# --- configuration objects ------------------------------------------------------------------
+
+
+def flavor(rf: kueue.ResourceFlavor) -> core.ResourceFlavor:
+    spec = rf.spec
+    return core.ResourceFlavor(
+        name=str(rf.metadata.name),
+        node_labels=dict(spec.node_labels),
+        node_taints=tuple(core.Taint(t.key, t.value, t.effect) for t in spec.node_taints),
+        tolerations=tolerations(spec.tolerations),
+        topology_name=spec.topology_name,
+    )
+
+
+def tolerations(items: Sequence[kueue.Toleration]) -> tuple[core.Toleration, ...]:
+    return tuple(core.Toleration(t.key, t.operator, t.value, t.effect) for t in items)
+
+
+def resource_groups(groups: Sequence[kueue.ResourceGroup]) -> tuple[core.ResourceGroup, ...]:
+    """Resource groups with quotas as core amounts; ``None`` limits stay ``None``."""
+    return tuple(
+        core.ResourceGroup(
+            covered_resources=tuple(group.covered_resources),
+            flavors=tuple(
+                core.FlavorQuotas(f.name, {q.name: _quota(q) for q in f.resources}) for f in group.flavors
+            ),
+        )
+        for group in groups
+    )
+
+
+def _quota(quota: kueue.ResourceQuota) -> core.ResourceQuota:
+    def amount(value: Decimal | None) -> int | None:
+        return None if value is None else to_amount(quota.name, value)
+
+    return core.ResourceQuota(
+        nominal=to_amount(quota.name, quota.nominal_quota),
+        borrowing_limit=amount(quota.borrowing_limit),
+        lending_limit=amount(quota.lending_limit),
+    )
+
+
+def fair_weight(fair: kueue.FairSharingWeight | None) -> Fraction:
+    """The exact fair-sharing weight; absent means 1."""
+    if fair is None or fair.weight is None:
+        return Fraction(1)
+    return Fraction(fair.weight)
+
+
+def label_selector(selector: kueue.LabelSelector | None) -> core.LabelSelector | None:
+    if selector is None:
+        return None
+    return core.LabelSelector(
+        match_labels=dict(selector.match_labels),
+        match_expressions=tuple(
+            core.Requirement(r.key, r.operator, tuple(r.values)) for r in selector.match_expressions
+        ),
+    )
+
+
+def cluster_queue(cq: kueue.ClusterQueue) -> core.ClusterQueue:
+    spec = cq.spec
+    preemption = spec.preemption
+    borrow = preemption.borrow_within_cohort
+    fungibility = spec.flavor_fungibility
+    rules = spec.admission_checks_strategy.admission_checks if spec.admission_checks_strategy else []
+    return core.ClusterQueue(
+        name=str(cq.metadata.name),
+        resource_groups=resource_groups(spec.resource_groups),
+        cohort=spec.cohort_name or None,
+        queueing_strategy=core.QueueingStrategy(spec.queueing_strategy),
+        namespace_selector=label_selector(spec.namespace_selector),
+        preemption=core.Preemption(
+            within_cluster_queue=core.PreemptionPolicy(preemption.within_cluster_queue),
+            reclaim_within_cohort=core.PreemptionPolicy(preemption.reclaim_within_cohort),
+            borrow_within_cohort=None
+            if borrow is None
+            else core.BorrowWithinCohort(core.PreemptionPolicy(borrow.policy), borrow.max_priority_threshold),
+        ),
+        flavor_fungibility=core.FlavorFungibility(
+            when_can_borrow=core.FungibilityPolicy(fungibility.when_can_borrow),
+            when_can_preempt=core.FungibilityPolicy(fungibility.when_can_preempt),
+            preference=None
+            if fungibility.preference is None
+            else core.FungibilityPreference(fungibility.preference),
+        ),
+        fair_weight=fair_weight(spec.fair_sharing),
+        admission_checks=tuple(core.AdmissionCheckRule(r.name, tuple(r.on_flavors)) for r in rules),
+        stop_policy=core.StopPolicy(spec.stop_policy),
+    )
+
+
+def cohort(obj: kueue.Cohort) -> core.Cohort:
+    return core.Cohort(
+        name=str(obj.metadata.name),
+        parent=obj.spec.parent_name or None,
+        resource_groups=resource_groups(obj.spec.resource_groups),
+        fair_weight=fair_weight(obj.spec.fair_sharing),
+    )
+
+
+def admission_check(obj: kueue.AdmissionCheck) -> core.AdmissionCheck:
+    return core.AdmissionCheck(name=str(obj.metadata.name), controller_name=obj.spec.controller_name)
+
+
+def _local_queues(models: Sequence[Any]) -> dict[tuple[str, str], core.LocalQueue]:
+    out: dict[tuple[str, str], core.LocalQueue] = {}
+    for obj in models:
+        if isinstance(obj, kueue.LocalQueue):
+            namespace = obj.metadata.namespace or "default"
+            lq = core.LocalQueue(
+                namespace,
+                str(obj.metadata.name),
+                obj.spec.cluster_queue,
+                core.StopPolicy(obj.spec.stop_policy),
+            )
+            out.setdefault((namespace, lq.name), lq)
+    return dict(sorted(out.items()))
+
+
+def _namespace_labels(models: Sequence[Any]) -> dict[str, Mapping[str, str]]:
+    """Declared namespaces' labels, each with its ``kubernetes.io/metadata.name`` label."""
+    out: dict[str, Mapping[str, str]] = {}
+    for obj in models:
+        if isinstance(obj, kueue.Namespace):
+            name = str(obj.metadata.name)
+            out.setdefault(name, {**obj.metadata.labels, NAMESPACE_NAME_LABEL: name})
+    return dict(sorted(out.items()))
+
+
+def scheduler_config(config: kueue.Configuration | None) -> core.SchedulerConfig:
+    """Kueue's Configuration as the core reads it.
+
+    ``v1beta1`` enables fair sharing and waitForPodsReady with ``enable: true``;
+    in ``v1beta2`` their presence enables them (an explicit ``enable`` still wins).
+    The PartialAdmission feature gate defaults to true.
+    """
+    if config is None:
+        return core.SchedulerConfig()
+    v1beta1 = config.api_version.endswith("/v1beta1")
+    fair = config.fair_sharing
+    fair_sharing = core.FairSharing()
+    if fair is not None:
+        enable = fair.enable if fair.enable is not None else not v1beta1
+        strategies = fair.preemption_strategies or [s.value for s in fair_sharing.preemption_strategies]
+        fair_sharing = core.FairSharing(enable, tuple(core.FairSharingStrategy(s) for s in strategies))
+    return core.SchedulerConfig(
+        fair_sharing=fair_sharing,
+        partial_admission=config.feature_gates.get("PartialAdmission", True),
+        wait_for_pods_ready=_wait_for_pods_ready(config.wait_for_pods_ready, v1beta1),
+        feature_gates=dict(config.feature_gates),
+    )
+
+
+def _wait_for_pods_ready(wait: kueue.ConfigWaitForPodsReady | None, v1beta1: bool) -> core.WaitForPodsReady:
+    if wait is None:
+        return core.WaitForPodsReady()
+    requeue = wait.requeuing_strategy
+    return core.WaitForPodsReady(
+        enable=wait.enable if wait.enable is not None else not v1beta1,
+        timeout_s=wait.timeout,
+        block_admission=bool(wait.block_admission),
+        requeuing_backoff_base_s=float(requeue.backoff_base_seconds),
+        requeuing_backoff_max_s=float(requeue.backoff_max_seconds),
+        requeuing_backoff_limit_count=requeue.backoff_limit_count,
+    )
+
+
+# --- workloads ------------------------------------------------------------------------------
+
+
+class PriorityTable:
+    """Priority class values: WorkloadPriorityClass and PriorityClass by name, and the global default."""
+
+    def __init__(
+        self, workload_classes: Mapping[str, int], pod_classes: Mapping[str, int], default: int
+    ) -> None:
+        self.classes = {kueue.WPC_SOURCE: dict(workload_classes), kueue.POD_PC_SOURCE: dict(pod_classes)}
+        self.default = default
+
+    @classmethod
+    def from_models(cls, models: Sequence[Any]) -> PriorityTable:
+        wpcs = {m.metadata.name: m.value for m in models if isinstance(m, kueue.WorkloadPriorityClass)}
+        pcs = [m for m in models if isinstance(m, kueue.PriorityClass)]
+        default = next((m.value for m in pcs if m.global_default), 0)
+        return cls(wpcs, {m.metadata.name: m.value for m in pcs}, default)
+
+    def resolve(self, wl: kueue.Workload) -> int:
+        """Explicit ``spec.priority`` wins; then the referenced class; then the global default, else 0."""
+        if wl.spec.priority is not None:
+            return wl.spec.priority
+        ref = wl.priority_class()
+        if ref is None:
+            return self.default
+        return self.classes[ref[0]].get(ref[1], 0)
+
+
+def workload(wl: kueue.Workload, priorities: PriorityTable) -> core.Workload:
+    """A core Workload: per-pod requests, resolved priority, and any admission in ``status``."""
+    meta = wl.metadata
+    status = wl.status
+    reserved = next(
+        (
+            c.last_transition_time
+            for c in status.conditions
+            if c.type == "QuotaReserved" and c.status == "True"
+        ),
+        None,
+    )
+    return core.Workload(
+        namespace=meta.namespace or "default",
+        name=str(meta.name),
+        queue_name=wl.spec.queue_name,
+        pod_sets=tuple(pod_set(ps) for ps in wl.spec.pod_sets),
+        priority=priorities.resolve(wl),
+        creation_time=meta.creation_timestamp or 0.0,
+        uid=meta.uid,
+        active=wl.spec.active,
+        admission=admission(status.admission, wl.spec.pod_sets),
+        quota_reserved_time=reserved if status.admission is not None else None,
+        admission_checks={c.name: core.CheckState(c.state) for c in status.admission_checks},
+        requeue_at=status.requeue_state.requeue_at if status.requeue_state else None,
+    )
+
+
+def pod_set(ps: kueue.PodSet) -> core.PodSet:
+    """Per-pod effective requests (``pods`` excluded), node selector, required affinity, tolerations."""
+    spec = ps.template.spec
+    raw = spec.model_dump(by_alias=True)
+    requests = {
+        name: to_amount(name, value)
+        for name, value in sorted(effective_pod_requests(raw).items())
+        if name != RESERVED_RESOURCE
+    }
+    return core.PodSet(
+        name=ps.name,
+        count=ps.count,
+        requests=requests,
+        min_count=ps.min_count,
+        node_selector=dict(spec.node_selector),
+        node_affinity=required_node_affinity(spec.affinity),
+        tolerations=tolerations(spec.tolerations),
+    )
+
+
+def required_node_affinity(affinity: Mapping[str, Any] | None) -> tuple[tuple[core.Requirement, ...], ...]:
+    """``requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms`` as ORed AND-terms."""
+    node = (affinity or {}).get("nodeAffinity") or {}
+    required = node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = []
+    for term in required.get("nodeSelectorTerms") or ():
+        parsed = kueue.NodeSelectorTerm.model_validate(term)
+        terms.append(
+            tuple(core.Requirement(r.key, r.operator, tuple(r.values)) for r in parsed.match_expressions)
+        )
+    return tuple(terms)
+
+
+def admission(value: kueue.Admission | None, pod_sets: Sequence[kueue.PodSet]) -> core.Admission | None:
+    """The admission recorded in ``status``; a missing count falls back to the pod set's count."""
+    if value is None:
+        return None
+    counts = {ps.name: ps.count for ps in pod_sets}
+    return core.Admission(
+        cluster_queue=value.cluster_queue,
+        pod_set_assignments=tuple(
+            core.PodSetAssignment(
+                name=a.name,
+                flavors=dict(a.flavors),
+                resource_usage={r: to_amount(r, q) for r, q in a.resource_usage.items()},
+                count=a.count if a.count is not None else counts.get(a.name, 0),
+            )
+            for a in value.pod_set_assignments
+        ),
+    )

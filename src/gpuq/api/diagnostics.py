@@ -1,0 +1,114 @@
+"""Diagnostics: one finding about one manifest, pointing at file, line, object and field.
+
+A diagnostic renders as ``path:line: Kind/name: field.path: message`` so that
+editors and terminals can jump to it. Field paths use Kubernetes notation
+(``spec.resourceGroups[0].flavors[1].name``, map keys in brackets when they are
+not plain identifiers: ``requests[nvidia.com/gpu]``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Severity = Literal["error", "warning"]
+FieldPath = tuple[str | int, ...]
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def format_field_path(path: Sequence[str | int]) -> str:
+    """Render ``("spec", "podSets", 0, "name")`` as ``spec.podSets[0].name``."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _IDENT.match(part):
+            out += f".{part}" if out else part
+        else:
+            out += f"[{part}]"
+    return out
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One error or warning about a manifest object (or a whole file when ``kind`` is empty)."""
+
+    path: str
+    line: int
+    kind: str
+    name: str
+    field: str
+    message: str
+    severity: Severity = "error"
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}:"
+        obj = f" {self.kind}/{self.name}:" if self.kind else ""
+        fld = f" {self.field}:" if self.field else ""
+        prefix = "warning: " if self.severity == "warning" else ""
+        return f"{where}{obj}{fld} {prefix}{self.message}"
+
+    @property
+    def sort_key(self) -> tuple[str, int, int, str, str]:
+        """Order by file, line, errors before warnings, then field and message."""
+        return (self.path, self.line, 0 if self.severity == "error" else 1, self.field, self.message)
+
+
+def sort_diagnostics(diagnostics: Iterable[Diagnostic]) -> tuple[Diagnostic, ...]:
+    """Return the diagnostics ordered by :attr:`Diagnostic.sort_key`, duplicates removed."""
+    return tuple(sorted(set(diagnostics), key=lambda d: d.sort_key))
+
+
+class ManifestError(Exception):
+    """Manifests that failed to load; ``diagnostics`` holds every finding (errors and warnings)."""
+
+    def __init__(self, diagnostics: Iterable[Diagnostic]) -> None:
+        self.diagnostics: tuple[Diagnostic, ...] = tuple(diagnostics)
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return "\n".join(str(d) for d in self.diagnostics)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One parsed object and where it came from.
+
+    ``kind`` and ``name`` are what diagnostics show (for a workload source,
+    the source's Kind/name, while ``model`` is the Workload built from it).
+    ``lines`` maps field paths of the written document to their 1-based line.
+    """
+
+    path: str
+    line: int
+    kind: str
+    name: str
+    namespace: str
+    model: Any
+    lines: Mapping[FieldPath, int]
+
+    def line_of(self, field: Sequence[str | int]) -> int:
+        """Line of ``field`` or of its nearest written ancestor; the document's line otherwise."""
+        parts = tuple(field)
+        while parts:
+            if parts in self.lines:
+                return self.lines[parts]
+            parts = parts[:-1]
+        return self.line
+
+    def diagnostic(
+        self, field: Sequence[str | int], message: str, severity: Severity = "error"
+    ) -> Diagnostic:
+        """A diagnostic about ``field`` of this object."""
+        return Diagnostic(
+            self.path, self.line_of(field), self.kind, self.name, format_field_path(field), message, severity
+        )
+
+    @property
+    def ref(self) -> str:
+        """``Kind/name`` or ``Kind/namespace/name`` for messages."""
+        if self.namespace:
+            return f"{self.kind}/{self.namespace}/{self.name}"
+        return f"{self.kind}/{self.name}"

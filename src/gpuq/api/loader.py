@@ -1,0 +1,349 @@
+"""Reading manifests: files, directories and stdin into validated core objects.
+
+:func:`load` is the public entry point. Its steps:
+
+1. collect the inputs (files; directories recursively, ``*.yaml``, ``*.yml``,
+   ``*.json`` in sorted order; ``-`` for stdin, shown as ``<stdin>``);
+2. split each into documents, remembering the line of every field
+   (``kind: List`` documents are expanded; empty documents are skipped);
+3. turn each document into a typed model (:mod:`gpuq.api.kueue`), workload
+   sources through :mod:`gpuq.api.sources`; type errors become error
+   diagnostics, unknown fields warnings;
+4. run the per-object and whole-configuration checks (:mod:`gpuq.api.validation`);
+5. only when no error was found, convert to the core model (:mod:`gpuq.api.convert`).
+
+Nothing loads half-valid: one error anywhere and ``config`` is None.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, TextIO
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from gpuq.api import convert, kueue, validation
+from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, ManifestError, sort_diagnostics
+from gpuq.core.model import ClusterConfig, Workload
+
+STDIN = "<stdin>"
+SUFFIXES = (".yaml", ".yml", ".json")
+_YamlLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """What :func:`load` read. ``config`` is None and ``workloads`` empty when any error exists."""
+
+    config: ClusterConfig | None
+    workloads: tuple[Workload, ...]
+    diagnostics: tuple[Diagnostic, ...]
+    manifests: tuple[Manifest, ...] = field(default=(), repr=False)
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.severity == "error")
+
+    @property
+    def warnings(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.severity == "warning")
+
+
+@dataclass(frozen=True)
+class Document:
+    """One YAML/JSON document: its data and the 1-based line of each field path."""
+
+    path: str
+    line: int
+    data: Any
+    lines: dict[FieldPath, int]
+
+    def line_of(self, parts: FieldPath) -> int:
+        return self.lines.get(parts, self.line)
+
+
+def load(paths: Sequence[str], stdin: TextIO | None = None) -> LoadResult:
+    """Read every manifest under ``paths`` and return the configuration, workloads and diagnostics.
+
+    Diagnostics of all files (errors and warnings) are sorted by ``(path, line)``.
+    """
+    diagnostics: list[Diagnostic] = []
+    manifests: list[Manifest] = []
+    for path, text in _read_inputs(paths, stdin, diagnostics):
+        documents, errors = parse_documents(path, text)
+        diagnostics += errors
+        for document in documents:
+            for item in expand_lists(document, diagnostics):
+                manifest = read_manifest(item, diagnostics)
+                if manifest is not None:
+                    manifests.append(manifest)
+    for manifest in manifests:
+        diagnostics += validation.validate_object(manifest)
+    diagnostics += validation.validate_references(manifests)
+    config, workloads = None, ()
+    if not any(d.severity == "error" for d in diagnostics):
+        config, workloads = convert.convert(manifests)
+        diagnostics += validation.validate_capacity(manifests, config, workloads)
+    if any(d.severity == "error" for d in diagnostics):
+        config, workloads = None, ()
+    return LoadResult(config, tuple(workloads), sort_diagnostics(diagnostics), tuple(manifests))
+
+
+def load_or_raise(
+    paths: Sequence[str], stdin: TextIO | None = None
+) -> tuple[ClusterConfig, tuple[Workload, ...]]:
+    """Like :func:`load`, but raise :class:`ManifestError` (with every diagnostic) on any error."""
+    result = load(paths, stdin)
+    if result.config is None:
+        raise ManifestError(result.diagnostics)
+    return result.config, result.workloads
+
+
+# --- step 1: inputs -------------------------------------------------------------------------
+
+
+def _read_inputs(
+    paths: Sequence[str], stdin: TextIO | None, diagnostics: list[Diagnostic]
+) -> Iterator[tuple[str, str]]:
+    """Yield ``(display path, text)`` for every input; unreadable inputs become diagnostics."""
+    for path in paths:
+        if path == "-":
+            yield STDIN, (stdin or sys.stdin).read()
+            continue
+        for file in _expand_path(path):
+            try:
+                with open(file, encoding="utf-8") as handle:
+                    yield file, handle.read()
+            except (OSError, UnicodeDecodeError) as err:
+                diagnostics.append(Diagnostic(file, 0, "", "", "", f"cannot read: {err}"))
+
+
+def _expand_path(path: str) -> list[str]:
+    if not os.path.isdir(path):
+        return [path]
+    found = []
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        found += [os.path.join(root, f) for f in files if f.endswith(SUFFIXES)]
+    return sorted(found)
+
+
+# --- step 2: documents ----------------------------------------------------------------------
+
+
+def parse_documents(path: str, text: str) -> tuple[list[Document], list[Diagnostic]]:
+    """Split ``text`` into documents with field lines; a syntax error gives one diagnostic.
+
+    JSON files that YAML cannot read (tabs, for instance) are read as JSON without field lines.
+    """
+    try:
+        return list(_yaml_documents(path, text)), []
+    except yaml.YAMLError as err:
+        if path.endswith(".json"):
+            return _json_document(path, text)
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        problem = getattr(err, "problem", None) or str(err)
+        return [], [Diagnostic(path, line, "", "", "", f"malformed YAML: {problem}")]
+
+
+def _yaml_documents(path: str, text: str) -> Iterator[Document]:
+    loader = _YamlLoader(text)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            data = loader.construct_document(node)
+            if data is None:
+                continue
+            lines: dict[FieldPath, int] = {}
+            _record_lines(node, (), lines)
+            yield Document(path, node.start_mark.line + 1, data, lines)
+    finally:
+        loader.dispose()
+
+
+def _record_lines(node: yaml.Node, prefix: FieldPath, lines: dict[FieldPath, int]) -> None:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            here = (*prefix, str(key.value))
+            lines[here] = key.start_mark.line + 1
+            _record_lines(value, here, lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            here = (*prefix, index)
+            lines[here] = item.start_mark.line + 1
+            _record_lines(item, here, lines)
+
+
+def _json_document(path: str, text: str) -> tuple[list[Document], list[Diagnostic]]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        return [], [Diagnostic(path, err.lineno, "", "", "", f"malformed JSON: {err.msg}")]
+    return ([Document(path, 1, data, {})] if data is not None else []), []
+
+
+def expand_lists(document: Document, diagnostics: list[Diagnostic]) -> Iterator[Document]:
+    """Yield the document, or the items of a ``kind: List`` (as ``kubectl get -o yaml`` prints)."""
+    data = document.data
+    if not (isinstance(data, dict) and data.get("kind") == "List"):
+        yield document
+        return
+    items = data.get("items") or []
+    if not isinstance(items, list):
+        diagnostics.append(_doc_error(document, ("items",), "must be a list of objects"))
+        return
+    for index, item in enumerate(items):
+        prefix = ("items", index)
+        lines = {k[2:]: v for k, v in document.lines.items() if k[:2] == prefix and len(k) > 2}
+        yield from expand_lists(Document(document.path, document.line_of(prefix), item, lines), diagnostics)
+
+
+# --- step 3: typed objects ------------------------------------------------------------------
+
+
+def read_manifest(document: Document, diagnostics: list[Diagnostic]) -> Manifest | None:
+    """Turn one document into a :class:`Manifest`, appending what was wrong to ``diagnostics``."""
+    data = document.data
+    if not isinstance(data, dict):
+        diagnostics.append(_doc_error(document, (), f"document is not a mapping (got {type(data).__name__})"))
+        return None
+    api_version, kind = data.get("apiVersion"), data.get("kind")
+    for key, value in (("apiVersion", api_version), ("kind", kind)):
+        if not isinstance(value, str) or not value:
+            diagnostics.append(_doc_error(document, (key,), f"{key} is required"))
+            return None
+    assert isinstance(api_version, str) and isinstance(kind, str)
+    sources = _sources()
+    if sources is not None and sources.is_source(api_version, kind):
+        return _read_source(document, sources, diagnostics)
+    model = kueue.model_for(api_version, kind)
+    if model is None:
+        message = f"unknown kind {kind!r} in apiVersion {api_version!r}"
+        diagnostics.append(_doc_error(document, ("kind",), message))
+        return None
+    upgraded, renames = kueue.upgrade(data)
+    lines = _renamed_lines(document.lines, renames)
+    return _validate_model(document, model, upgraded, lines, (kind, _name_of(data)), diagnostics)
+
+
+def _validate_model(
+    document: Document,
+    model: type[BaseModel],
+    data: dict[str, Any],
+    lines: dict[FieldPath, int],
+    display: tuple[str, str],
+    diagnostics: list[Diagnostic],
+) -> Manifest | None:
+    """Validate ``data`` against ``model``; ``display`` is the (Kind, name) diagnostics show."""
+    kind, name = display
+    namespace = _namespace_of(data) if str(data.get("kind")) in kueue.NAMESPACED_KINDS else ""
+    located = Manifest(document.path, document.line, kind, name, namespace, None, lines)
+    try:
+        parsed = model.model_validate(data)
+    except ValidationError as err:
+        diagnostics += [located.diagnostic(_loc(e["loc"]), _message(e)) for e in err.errors()]
+        return None
+    diagnostics += [located.diagnostic(p, "unknown field", "warning") for p in unknown_fields(parsed, ())]
+    return Manifest(document.path, document.line, kind, name, namespace, parsed, lines)
+
+
+def _read_source(document: Document, sources: ModuleType, diagnostics: list[Diagnostic]) -> Manifest | None:
+    data = document.data
+    kind, name = str(data["kind"]), _name_of(data)
+    try:
+        workload = sources.to_workload(data)
+    except sources.SourceError as err:
+        parts = _split_field(err.field)
+        line = Manifest(document.path, document.line, kind, name, "", None, document.lines).line_of(parts)
+        diagnostics.append(Diagnostic(document.path, line, kind, name, err.field, err.message))
+        return None
+    source_doc = Document(document.path, document.line, workload, {})
+    return _validate_model(source_doc, kueue.Workload, workload, {}, (kind, name), diagnostics)
+
+
+def _sources() -> ModuleType | None:
+    """The workload-source module, or None while it is not installed."""
+    try:
+        return importlib.import_module("gpuq.api.sources")
+    except ImportError:
+        return None
+
+
+def unknown_fields(value: Any, prefix: FieldPath) -> Iterator[FieldPath]:
+    """Yield the path of every unknown field in a parsed model (``Loose`` models are exempt)."""
+    if isinstance(value, BaseModel):
+        if not isinstance(value, kueue.Loose) and value.__pydantic_extra__:
+            for key in value.__pydantic_extra__:
+                yield (*prefix, key)
+        for name, info in type(value).model_fields.items():
+            yield from unknown_fields(getattr(value, name), (*prefix, info.alias or name))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from unknown_fields(item, (*prefix, index))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, BaseModel | list):
+                yield from unknown_fields(item, (*prefix, str(key)))
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def _doc_error(document: Document, parts: FieldPath, message: str) -> Diagnostic:
+    data = document.data if isinstance(document.data, dict) else {}
+    kind = str(data.get("kind") or "")
+    name = _name_of(data) if kind else ""
+    where = Manifest(document.path, document.line, kind, name, "", None, document.lines)
+    return where.diagnostic(parts, message)
+
+
+def _name_of(data: dict[str, Any]) -> str:
+    metadata = data.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    return str(name) if name is not None else ""
+
+
+def _namespace_of(data: dict[str, Any]) -> str:
+    metadata = data.get("metadata")
+    namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
+    return str(namespace) if namespace else "default"
+
+
+def _renamed_lines(lines: dict[FieldPath, int], renames: list[kueue.Rename]) -> dict[FieldPath, int]:
+    out = dict(lines)
+    for old, new in renames:
+        for path, line in lines.items():
+            if path[: len(old)] == old:
+                out[new + path[len(old) :]] = line
+    return out
+
+
+def _loc(loc: tuple[int | str, ...]) -> FieldPath:
+    """A pydantic location without its validator tags (``function-before[...]`` and the like)."""
+    return tuple(p for p in loc if isinstance(p, int) or ("[" not in p and not p.startswith("function-")))
+
+
+def _message(error: Any) -> str:
+    message = str(error["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        message = message.removeprefix(prefix)
+    if error["type"] == "missing":
+        return "is required"
+    return message
+
+
+def _split_field(text: str) -> FieldPath:
+    """Parse ``spec.replicatedJobs[0].name`` back into a field path (best effort, for lines)."""
+    parts: list[str | int] = []
+    for chunk in text.replace("]", "").replace("[", ".").split("."):
+        if chunk:
+            parts.append(int(chunk) if chunk.isdigit() else chunk)
+    return tuple(parts)

@@ -1,0 +1,101 @@
+"""Kubernetes effective pod requests, computed from a pod template's ``spec``.
+
+Mirrors ``k8s.io/component-helpers/resource.PodRequests`` (the value the
+scheduler and Kueue use): the larger of
+
+1. the sum of the regular containers' requests plus every sidecar (an init
+   container with ``restartPolicy: Always``), and
+2. for each ordinary init container, its request plus the sidecars started
+   before it (and each sidecar: the sum of sidecars up to and including it),
+
+then ``spec.overhead`` is added. A container that sets a limit but no request
+for a resource requests its limit, as the API server defaults it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from decimal import Decimal
+from typing import Any
+
+from gpuq.api.quantity import QuantityError, parse_quantity
+
+Requests = dict[str, Decimal]
+
+
+def container_requests(container: Mapping[str, Any]) -> Requests:
+    """Requests of one container, with limits standing in for unset requests.
+
+    Raises :class:`~gpuq.api.quantity.QuantityError` for a value that is not a quantity.
+    """
+    resources = container.get("resources") or {}
+    requests = {name: parse_quantity(v) for name, v in (resources.get("requests") or {}).items()}
+    for name, value in (resources.get("limits") or {}).items():
+        requests.setdefault(name, parse_quantity(value))
+    return requests
+
+
+def _add(into: Requests, other: Mapping[str, Decimal]) -> None:
+    for name, value in other.items():
+        into[name] = into.get(name, Decimal(0)) + value
+
+
+def _max(into: Requests, other: Mapping[str, Decimal]) -> None:
+    for name, value in other.items():
+        if name not in into or value > into[name]:
+            into[name] = value
+
+
+def _is_sidecar(container: Mapping[str, Any]) -> bool:
+    return container.get("restartPolicy") == "Always"
+
+
+def effective_pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
+    """Return the per-pod effective request of every resource named in ``pod_spec``.
+
+    Values are exact ``Decimal`` quantities (``cpu: 500m`` → ``Decimal("0.5")``).
+    Raises :class:`~gpuq.api.quantity.QuantityError` on a malformed quantity.
+    """
+    total: Requests = {}
+    for container in pod_spec.get("containers") or ():
+        _add(total, container_requests(container))
+    sidecars: Requests = {}
+    init_peak: Requests = {}
+    for container in pod_spec.get("initContainers") or ():
+        own = container_requests(container)
+        if _is_sidecar(container):
+            _add(total, own)
+            _add(sidecars, own)
+            _max(init_peak, sidecars)
+        else:
+            running = dict(own)
+            _add(running, sidecars)
+            _max(init_peak, running)
+    _max(total, init_peak)
+    overhead = {name: parse_quantity(v) for name, v in (pod_spec.get("overhead") or {}).items()}
+    _add(total, overhead)
+    return total
+
+
+def iter_quantity_fields(pod_spec: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, ...], str, object]]:
+    """Yield ``(field path under spec, resource, raw value)`` for every request, limit and overhead."""
+    for group in ("initContainers", "containers"):
+        for index, container in enumerate(pod_spec.get(group) or ()):
+            resources = (container or {}).get("resources") or {}
+            for section in ("requests", "limits"):
+                for name, value in (resources.get(section) or {}).items():
+                    yield (group, index, "resources", section, name), name, value
+    for name, value in (pod_spec.get("overhead") or {}).items():
+        yield ("overhead", name), name, value
+
+
+def quantity_problems(pod_spec: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """Yield ``(field path, message)`` for malformed or negative quantities in ``pod_spec``."""
+    for path, _name, value in iter_quantity_fields(pod_spec):
+        try:
+            quantity = parse_quantity(value)
+        except QuantityError as err:
+            yield path, str(err)
+            continue
+        if quantity < 0:
+            yield path, f"must be greater than or equal to 0 (got {value})"

@@ -1,0 +1,663 @@
+"""Checks on loaded manifests: per object (Kueue's webhooks and CRD rules) and across objects.
+
+* :func:`validate_object` mirrors ``pkg/webhooks/*_webhook.go`` and the CRD
+  validation markers of ``apis/kueue/v1beta2``: names, resource groups,
+  quotas, preemption and fungibility rules, pod sets.
+* :func:`validate_references` checks the configuration as a whole:
+  duplicates, dangling references, cohort cycles, missing priority classes.
+* :func:`validate_capacity` runs on the converted core model and rejects
+  workloads that no flavor of their ClusterQueue could ever hold.
+
+Every function returns diagnostics and never raises on bad input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from gpuq.api import kueue
+from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest
+from gpuq.api.pods import quantity_problems
+from gpuq.core import model as core
+
+MAX_RESOURCE_GROUPS = 16
+MAX_FLAVORS_PER_GROUP = 64
+MAX_RESOURCES_PER_GROUP = 64
+MAX_TOTAL_FLAVORS = 256
+MAX_TOTAL_RESOURCES = 256
+MAX_POD_SETS = 8
+MAX_TOPOLOGY_LEVELS = 16
+INT32 = (-(2**31), 2**31 - 1)
+RESERVED_RESOURCE = "pods"
+NEGATIVE = "must be greater than or equal to 0"
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_VALID_STRATEGIES = (
+    ["LessThanOrEqualToFinalShare"],
+    ["LessThanInitialShare"],
+    ["LessThanOrEqualToFinalShare", "LessThanInitialShare"],
+)
+
+Findings = Iterator[tuple[FieldPath, str]]
+"""(field path, message) pairs a check yields; the caller locates them."""
+
+
+# --- name syntax ----------------------------------------------------------------------------
+
+
+def dns_subdomain_problem(value: str) -> str | None:
+    """Why ``value`` is not an RFC 1123 subdomain (most object names), or None."""
+    if len(value) > 253:
+        return "must be no more than 253 characters"
+    if not _DNS_SUBDOMAIN.match(value):
+        return "must be a lowercase RFC 1123 subdomain (lowercase letters, digits, '-' and '.')"
+    return None
+
+
+def dns_label_problem(value: str) -> str | None:
+    """Why ``value`` is not an RFC 1123 label (namespaces, pod set names), or None."""
+    if len(value) > 63:
+        return "must be no more than 63 characters"
+    if not _DNS_LABEL.match(value):
+        return "must be a lowercase RFC 1123 label (lowercase letters, digits and '-')"
+    return None
+
+
+def qualified_name_problem(value: str) -> str | None:
+    """Why ``value`` is not a qualified name (``[prefix/]name``: label keys, resource names), or None."""
+    prefix, slash, name = value.rpartition("/")
+    if slash and (not prefix or dns_subdomain_problem(prefix)):
+        return "prefix must be a DNS subdomain"
+    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        return "must be a qualified name (alphanumerics, '-', '_' or '.', at most 63, optional DNS prefix)"
+    return None
+
+
+def _label_problems(labels: Mapping[str, str], at: FieldPath) -> Findings:
+    for key, value in labels.items():
+        if problem := qualified_name_problem(key):
+            yield (*at, key), f"invalid label key {key!r}: {problem}"
+        elif len(value) > 63 or not _LABEL_VALUE.match(value):
+            yield (*at, key), f"invalid label value {value!r}"
+
+
+# --- per object ---------------------------------------------------------------------------
+
+
+def validate_object(manifest: Manifest) -> list[Diagnostic]:
+    """Kueue's admission-webhook checks for one object."""
+    obj = manifest.model
+    findings = list(_metadata_problems(manifest))
+    check = _CHECKS.get(type(obj))
+    if check is not None:
+        findings += check(obj)
+    out = [manifest.diagnostic(path, message) for path, message in findings]
+    if isinstance(obj, kueue.Workload) and not obj.spec.queue_name:
+        out.append(
+            manifest.diagnostic(
+                ("spec", "queueName"), "no queue name: the workload will never be admitted", "warning"
+            )
+        )
+    return out
+
+
+def _metadata_problems(manifest: Manifest) -> Findings:
+    meta = getattr(manifest.model, "metadata", None)
+    if meta is None or isinstance(manifest.model, kueue.Configuration):
+        return
+    if not meta.name:
+        yield ("metadata", "name"), "is required"
+        return
+    label_kinds = (kueue.Namespace,)
+    problem = (dns_label_problem if isinstance(manifest.model, label_kinds) else dns_subdomain_problem)(
+        meta.name
+    )
+    if problem:
+        yield ("metadata", "name"), f"invalid name {meta.name!r}: {problem}"
+    if manifest.namespace and (problem := dns_label_problem(manifest.namespace)):
+        yield ("metadata", "namespace"), f"invalid namespace {manifest.namespace!r}: {problem}"
+    yield from _label_problems(meta.labels, ("metadata", "labels"))
+
+
+def _check_flavor(rf: kueue.ResourceFlavor) -> Findings:
+    spec = rf.spec
+    yield from _label_problems(spec.node_labels, ("spec", "nodeLabels"))
+    seen: set[tuple[str, str]] = set()
+    for index, taint in enumerate(spec.node_taints):
+        at = ("spec", "nodeTaints", index)
+        if problem := qualified_name_problem(taint.key):
+            yield (*at, "key"), f"invalid taint key {taint.key!r}: {problem}"
+        if (taint.key, taint.effect) in seen:
+            yield at, f"duplicate taint {taint.key}:{taint.effect}: taints must be unique by key and effect"
+        seen.add((taint.key, taint.effect))
+    yield from _toleration_problems(spec.tolerations, ("spec", "tolerations"))
+    if spec.topology_name is not None and (problem := dns_subdomain_problem(spec.topology_name)):
+        yield ("spec", "topologyName"), f"invalid topology name {spec.topology_name!r}: {problem}"
+
+
+def _toleration_problems(tolerations: Sequence[kueue.Toleration], at: FieldPath) -> Findings:
+    for index, toleration in enumerate(tolerations):
+        if toleration.key and (problem := qualified_name_problem(toleration.key)):
+            yield (*at, index, "key"), f"invalid toleration key {toleration.key!r}: {problem}"
+        if toleration.operator == "Exists" and toleration.value:
+            yield (*at, index, "value"), "must be empty when operator is Exists"
+        if not toleration.key and toleration.operator != "Exists":
+            yield (*at, index, "operator"), "must be Exists when key is empty"
+
+
+def _check_cluster_queue(cq: kueue.ClusterQueue) -> Findings:
+    spec = cq.spec
+    if spec.cohort_name is not None and (problem := dns_subdomain_problem(spec.cohort_name)):
+        yield ("spec", "cohortName"), f"invalid cohort name {spec.cohort_name!r}: {problem}"
+    has_cohort = bool(spec.cohort_name)
+    yield from _resource_groups(spec.resource_groups, has_cohort, "cohort", lending_capped=True)
+    preemption = spec.preemption
+    borrow = preemption.borrow_within_cohort
+    if preemption.reclaim_within_cohort == "Never" and borrow is not None and borrow.policy != "Never":
+        yield ("spec", "preemption"), "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never"
+    fungibility = spec.flavor_fungibility
+    both_try_next = fungibility.when_can_borrow == fungibility.when_can_preempt == "TryNextFlavor"
+    if fungibility.preference is not None and not both_try_next:
+        yield (
+            ("spec", "flavorFungibility", "preference"),
+            f"preference {fungibility.preference!r} requires both whenCanBorrow and whenCanPreempt "
+            "to be TryNextFlavor",
+        )
+    yield from _fair_sharing(spec.fair_sharing)
+    if spec.namespace_selector is not None:
+        yield from _selector_problems(spec.namespace_selector, ("spec", "namespaceSelector"))
+    yield from _admission_check_rules(spec.admission_checks_strategy)
+
+
+def _check_cohort(cohort: kueue.Cohort) -> Findings:
+    spec = cohort.spec
+    if spec.parent_name is not None and (problem := dns_subdomain_problem(spec.parent_name)):
+        yield ("spec", "parentName"), f"invalid cohort name {spec.parent_name!r}: {problem}"
+    yield from _resource_groups(spec.resource_groups, bool(spec.parent_name), "parent", lending_capped=False)
+    yield from _fair_sharing(spec.fair_sharing)
+
+
+def _fair_sharing(fair: kueue.FairSharingWeight | None) -> Findings:
+    if fair is None or fair.weight is None:
+        return
+    if fair.weight < 0:
+        yield ("spec", "fairSharing", "weight"), NEGATIVE
+    elif 0 < fair.weight <= Decimal("1e-9"):
+        yield ("spec", "fairSharing", "weight"), "when not 0, weight must be > 1e-9"
+
+
+def _admission_check_rules(strategy: kueue.AdmissionChecksStrategy | None) -> Findings:
+    if strategy is None:
+        return
+    seen: set[str] = set()
+    for index, rule in enumerate(strategy.admission_checks):
+        at = ("spec", "admissionChecksStrategy", "admissionChecks", index, "name")
+        if problem := dns_subdomain_problem(rule.name):
+            yield at, f"invalid admission check name {rule.name!r}: {problem}"
+        if rule.name in seen:
+            yield at, f"duplicate admission check {rule.name!r}"
+        seen.add(rule.name)
+
+
+def _selector_problems(selector: kueue.LabelSelector, at: FieldPath) -> Findings:
+    yield from _label_problems(selector.match_labels, (*at, "matchLabels"))
+    for index, req in enumerate(selector.match_expressions):
+        here = (*at, "matchExpressions", index)
+        if problem := qualified_name_problem(req.key):
+            yield (*here, "key"), f"invalid label key {req.key!r}: {problem}"
+        if req.operator in ("In", "NotIn") and not req.values:
+            yield (*here, "values"), f"must be specified when operator is {req.operator}"
+        if req.operator in ("Exists", "DoesNotExist") and req.values:
+            yield (*here, "values"), f"may not be specified when operator is {req.operator}"
+
+
+# --- resource groups ------------------------------------------------------------------------
+
+
+def _resource_groups(
+    groups: Sequence[kueue.ResourceGroup], has_parent: bool, parent_word: str, *, lending_capped: bool
+) -> Findings:
+    """Resource-group rules shared by ClusterQueue and Cohort (``validateResourceGroups``)."""
+    at = ("spec", "resourceGroups")
+    if len(groups) > MAX_RESOURCE_GROUPS:
+        yield at, f"must have at most {MAX_RESOURCE_GROUPS} items, got {len(groups)}"
+    total_flavors = sum(len(g.flavors) for g in groups)
+    if total_flavors > MAX_TOTAL_FLAVORS:
+        yield at, f"total number of flavors across all resourceGroups must be ≤ 256, got {total_flavors}"
+    total_resources = sum(len(g.covered_resources) for g in groups)
+    if total_resources > MAX_TOTAL_RESOURCES:
+        yield (
+            at,
+            f"total number of covered resources across all resourceGroups must be ≤ 256, "
+            f"got {total_resources}",
+        )
+    seen_resources: dict[str, int] = {}
+    seen_flavors: dict[str, int] = {}
+    for gi, group in enumerate(groups):
+        yield from _group_shape(group, (*at, gi))
+        for ri, resource in enumerate(group.covered_resources):
+            here = (*at, gi, "coveredResources", ri)
+            if problem := qualified_name_problem(resource):
+                yield here, f"invalid resource name {resource!r}: {problem}"
+            if resource in seen_resources:
+                yield (
+                    here,
+                    f"resource {resource!r} is already covered by resource group {seen_resources[resource]}",
+                )
+            seen_resources.setdefault(resource, gi)
+        for fi, flavor in enumerate(group.flavors):
+            here = (*at, gi, "flavors", fi)
+            if flavor.name in seen_flavors:
+                where = seen_flavors[flavor.name]
+                yield (*here, "name"), f"flavor {flavor.name!r} already appears in resource group {where}"
+            seen_flavors.setdefault(flavor.name, gi)
+            yield from _flavor_quotas(
+                flavor, group.covered_resources, here, has_parent, parent_word, lending_capped
+            )
+
+
+def _group_shape(group: kueue.ResourceGroup, at: FieldPath) -> Findings:
+    if not group.covered_resources:
+        yield (*at, "coveredResources"), "must have at least 1 item"
+    if len(group.covered_resources) > MAX_RESOURCES_PER_GROUP:
+        yield (*at, "coveredResources"), f"must have at most {MAX_RESOURCES_PER_GROUP} items"
+    if not group.flavors:
+        yield (*at, "flavors"), "must have at least 1 item"
+    if len(group.flavors) > MAX_FLAVORS_PER_GROUP:
+        yield (*at, "flavors"), f"must have at most {MAX_FLAVORS_PER_GROUP} items"
+
+
+def _flavor_quotas(
+    flavor: kueue.FlavorQuotas,
+    covered: Sequence[str],
+    at: FieldPath,
+    has_parent: bool,
+    parent_word: str,
+    lending_capped: bool,
+) -> Findings:
+    if problem := dns_subdomain_problem(flavor.name):
+        yield (*at, "name"), f"invalid flavor name {flavor.name!r}: {problem}"
+    if len(flavor.resources) != len(covered):
+        yield (*at, "resources"), "must have the same number of resources as the coveredResources"
+    for index, quota in enumerate(flavor.resources):
+        here = (*at, "resources", index)
+        if index < len(covered) and quota.name != covered[index]:
+            yield (*here, "name"), f"must match the name in coveredResources (expected {covered[index]!r})"
+        yield from _quota_values(quota, here, has_parent, parent_word, lending_capped)
+
+
+def _quota_values(
+    quota: kueue.ResourceQuota, at: FieldPath, has_parent: bool, parent_word: str, lending_capped: bool
+) -> Findings:
+    if quota.nominal_quota < 0:
+        yield (*at, "nominalQuota"), NEGATIVE
+    for key, limit in (("borrowingLimit", quota.borrowing_limit), ("lendingLimit", quota.lending_limit)):
+        if limit is None:
+            continue
+        if limit < 0:
+            yield (*at, key), NEGATIVE
+        if not has_parent:
+            yield (*at, key), f"must be nil when {parent_word} is empty"
+    lending = quota.lending_limit
+    if lending_capped and lending is not None and lending > quota.nominal_quota:
+        yield (*at, "lendingLimit"), "must be less than or equal to the nominalQuota"
+
+
+# --- other kinds ----------------------------------------------------------------------------
+
+
+def _check_local_queue(lq: kueue.LocalQueue) -> Findings:
+    if problem := dns_subdomain_problem(lq.spec.cluster_queue):
+        yield ("spec", "clusterQueue"), f"invalid cluster queue name {lq.spec.cluster_queue!r}: {problem}"
+    yield from _fair_sharing(lq.spec.fair_sharing)
+
+
+def _check_priority_value(obj: kueue.WorkloadPriorityClass | kueue.PriorityClass) -> Findings:
+    if not INT32[0] <= obj.value <= INT32[1]:
+        yield ("value",), "must fit in a 32-bit integer"
+
+
+def _check_topology(topology: kueue.Topology) -> Findings:
+    levels = topology.spec.levels
+    if not 1 <= len(levels) <= MAX_TOPOLOGY_LEVELS:
+        yield ("spec", "levels"), f"must have between 1 and {MAX_TOPOLOGY_LEVELS} items"
+    seen: set[str] = set()
+    for index, level in enumerate(levels):
+        at = ("spec", "levels", index, "nodeLabel")
+        if problem := qualified_name_problem(level.node_label):
+            yield at, f"invalid node label {level.node_label!r}: {problem}"
+        if level.node_label in seen:
+            yield at, f"duplicate level {level.node_label!r}"
+        seen.add(level.node_label)
+
+
+def _check_admission_check(check: kueue.AdmissionCheck) -> Findings:
+    if not check.spec.controller_name:
+        yield ("spec", "controllerName"), "is required"
+
+
+def _check_configuration(config: kueue.Configuration) -> Findings:
+    strategies = config.fair_sharing.preemption_strategies if config.fair_sharing else None
+    if strategies is not None and list(strategies) not in _VALID_STRATEGIES:
+        valid = "; ".join(",".join(s) for s in _VALID_STRATEGIES)
+        yield ("fairSharing", "preemptionStrategies"), f"unsupported combination (supported: {valid})"
+    wait = config.wait_for_pods_ready
+    if wait is not None and wait.timeout < 0:
+        yield ("waitForPodsReady", "timeout"), NEGATIVE
+
+
+def _check_namespace(_namespace: kueue.Namespace) -> Findings:
+    return iter(())
+
+
+# --- workloads ------------------------------------------------------------------------------
+
+
+def _check_workload(wl: kueue.Workload) -> Findings:
+    pod_sets = wl.spec.pod_sets
+    if not pod_sets:
+        yield ("spec", "podSets"), "must have at least 1 item"
+    if len(pod_sets) > MAX_POD_SETS:
+        yield ("spec", "podSets"), f"must have at most {MAX_POD_SETS} items, got {len(pod_sets)}"
+    if sum(ps.min_count is not None for ps in pod_sets) > 1:
+        yield ("spec", "podSets"), "at most one podSet can use minCount"
+    names: set[str] = set()
+    for index, pod_set in enumerate(pod_sets):
+        at = ("spec", "podSets", index)
+        if pod_set.name in names:
+            yield (*at, "name"), f"duplicate pod set name {pod_set.name!r}"
+        names.add(pod_set.name)
+        yield from _pod_set(pod_set, at)
+    if wl.spec.priority is not None and not INT32[0] <= wl.spec.priority <= INT32[1]:
+        yield ("spec", "priority"), "must fit in a 32-bit integer"
+    yield from _priority_ref(wl)
+    yield from _admission_names(wl, names)
+
+
+def _pod_set(pod_set: kueue.PodSet, at: FieldPath) -> Findings:
+    if problem := dns_label_problem(pod_set.name):
+        yield (*at, "name"), f"invalid pod set name {pod_set.name!r}: {problem}"
+    if pod_set.count < 0:
+        yield (*at, "count"), NEGATIVE
+    if pod_set.min_count is not None and not 1 <= pod_set.min_count <= pod_set.count:
+        yield (*at, "minCount"), "minCount should be positive and less or equal to count"
+    spec = pod_set.template.spec
+    raw = spec.model_dump(by_alias=True)
+    for path, message in quantity_problems(raw):
+        yield (*at, "template", "spec", *path), message
+    for group in ("initContainers", "containers"):
+        for ci, container in enumerate(raw.get(group) or ()):
+            if RESERVED_RESOURCE in container["resources"]["requests"]:
+                path = (*at, "template", "spec", group, ci, "resources", "requests", RESERVED_RESOURCE)
+                yield path, "the key is reserved for internal kueue use"
+    yield from _toleration_problems(spec.tolerations, (*at, "template", "spec", "tolerations"))
+
+
+def _priority_ref(wl: kueue.Workload) -> Findings:
+    ref = wl.spec.priority_class_ref
+    if ref is None:
+        return
+    expected = "WorkloadPriorityClass" if ref.group == kueue.KUEUE_GROUP else "PriorityClass"
+    if ref.kind != expected:
+        yield (
+            ("spec", "priorityClassRef", "kind"),
+            f"only the {expected} kind is allowed for the {ref.group} group",
+        )
+
+
+def _admission_names(wl: kueue.Workload, names: set[str]) -> Findings:
+    admission = wl.status.admission
+    if admission is None:
+        return
+    for index, assignment in enumerate(admission.pod_set_assignments):
+        if assignment.name not in names:
+            at = ("status", "admission", "podSetAssignments", index, "name")
+            yield at, f"pod set {assignment.name!r} not found in spec.podSets"
+
+
+_CHECKS: dict[type[Any], Callable[[Any], Findings]] = {
+    kueue.ResourceFlavor: _check_flavor,
+    kueue.ClusterQueue: _check_cluster_queue,
+    kueue.Cohort: _check_cohort,
+    kueue.LocalQueue: _check_local_queue,
+    kueue.WorkloadPriorityClass: _check_priority_value,
+    kueue.PriorityClass: _check_priority_value,
+    kueue.Topology: _check_topology,
+    kueue.AdmissionCheck: _check_admission_check,
+    kueue.Configuration: _check_configuration,
+    kueue.Namespace: _check_namespace,
+    kueue.Workload: _check_workload,
+}
+
+
+# --- whole configuration --------------------------------------------------------------------
+
+Index = dict[type[Any], dict[tuple[str, str], Manifest]]
+
+
+def index_manifests(manifests: Sequence[Manifest]) -> Index:
+    """Manifests by model type, then by ``(namespace, name)``; the first definition wins."""
+    index: Index = {}
+    for manifest in manifests:
+        key = (manifest.namespace, _object_name(manifest))
+        index.setdefault(type(manifest.model), {}).setdefault(key, manifest)
+    return index
+
+
+def _object_name(manifest: Manifest) -> str:
+    meta = getattr(manifest.model, "metadata", None)
+    return (
+        (meta.name or "") if meta is not None and not isinstance(manifest.model, kueue.Configuration) else ""
+    )
+
+
+def validate_references(manifests: Sequence[Manifest]) -> list[Diagnostic]:
+    """Cross-object checks: duplicates, dangling references, cohort cycles, priority classes."""
+    index = index_manifests(manifests)
+    out = list(_duplicates(manifests))
+    out += _local_queue_targets(index)
+    out += _cluster_queue_references(index)
+    out += _flavor_topologies(index)
+    out += _admission_check_parameters(index)
+    out += _cohort_cycles(index)
+    out += _workload_references(index)
+    out += _global_defaults(index)
+    return out
+
+
+def _duplicates(manifests: Sequence[Manifest]) -> Iterator[Diagnostic]:
+    first: dict[tuple[type[Any], str, str], Manifest] = {}
+    for manifest in manifests:
+        key = (type(manifest.model), manifest.namespace, _object_name(manifest))
+        if key not in first:
+            first[key] = manifest
+            continue
+        earlier = first[key]
+        kind = type(manifest.model).__name__
+        yield manifest.diagnostic((), f"duplicate {kind}: also defined at {earlier.path}:{earlier.line}")
+        yield earlier.diagnostic((), f"duplicate {kind}: also defined at {manifest.path}:{manifest.line}")
+
+
+def _names(index: Index, kind: type[Any]) -> set[str]:
+    return {name for _ns, name in index.get(kind, {})}
+
+
+def _local_queue_targets(index: Index) -> Iterator[Diagnostic]:
+    queues = _names(index, kueue.ClusterQueue)
+    for manifest in index.get(kueue.LocalQueue, {}).values():
+        target = manifest.model.spec.cluster_queue
+        if target not in queues:
+            yield manifest.diagnostic(("spec", "clusterQueue"), f"ClusterQueue {target!r} not found")
+
+
+def _cluster_queue_references(index: Index) -> Iterator[Diagnostic]:
+    flavors = _names(index, kueue.ResourceFlavor)
+    checks = _names(index, kueue.AdmissionCheck)
+    for manifest in index.get(kueue.ClusterQueue, {}).values():
+        spec = manifest.model.spec
+        for gi, group in enumerate(spec.resource_groups):
+            for fi, flavor in enumerate(group.flavors):
+                if flavor.name not in flavors:
+                    at = ("spec", "resourceGroups", gi, "flavors", fi, "name")
+                    yield manifest.diagnostic(at, f"ResourceFlavor {flavor.name!r} not found")
+        rules = spec.admission_checks_strategy.admission_checks if spec.admission_checks_strategy else []
+        for ri, rule in enumerate(rules):
+            if rule.name not in checks:
+                at = ("spec", "admissionChecksStrategy", "admissionChecks", ri, "name")
+                yield manifest.diagnostic(at, f"AdmissionCheck {rule.name!r} not found")
+
+
+def _flavor_topologies(index: Index) -> Iterator[Diagnostic]:
+    topologies = _names(index, kueue.Topology)
+    for manifest in index.get(kueue.ResourceFlavor, {}).values():
+        name = manifest.model.spec.topology_name
+        if name is not None and name not in topologies:
+            yield manifest.diagnostic(("spec", "topologyName"), f"Topology {name!r} not found")
+
+
+def _admission_check_parameters(index: Index) -> Iterator[Diagnostic]:
+    configs = _names(index, kueue.ProvisioningRequestConfig)
+    for manifest in index.get(kueue.AdmissionCheck, {}).values():
+        params = manifest.model.spec.parameters
+        if (
+            params is None
+            or params.kind != "ProvisioningRequestConfig"
+            or params.api_group != kueue.KUEUE_GROUP
+        ):
+            continue
+        if params.name not in configs:
+            at = ("spec", "parameters", "name")
+            yield manifest.diagnostic(at, f"ProvisioningRequestConfig {params.name!r} not found")
+
+
+def _cohort_cycles(index: Index) -> Iterator[Diagnostic]:
+    """Every cohort on a ``parentName`` cycle gets one error naming the whole cycle."""
+    cohorts = {name: m for (_ns, name), m in index.get(kueue.Cohort, {}).items()}
+    parent = {name: m.model.spec.parent_name for name, m in cohorts.items() if m.model.spec.parent_name}
+    reported: set[str] = set()
+    for start in sorted(parent):
+        path, node = [], start
+        while node in parent and node not in path:
+            path.append(node)
+            node = parent[node]
+        if node not in path or node in reported:
+            continue
+        cycle = path[path.index(node) :]
+        text = " -> ".join([*cycle, node])
+        for member in cycle:
+            reported.add(member)
+            yield cohorts[member].diagnostic(("spec", "parentName"), f"cohort cycle: {text}")
+
+
+def _workload_references(index: Index) -> Iterator[Diagnostic]:
+    local_queues = set(index.get(kueue.LocalQueue, {}))
+    classes = {
+        kueue.WPC_SOURCE: _names(index, kueue.WorkloadPriorityClass),
+        kueue.POD_PC_SOURCE: _names(index, kueue.PriorityClass),
+    }
+    for manifest in index.get(kueue.Workload, {}).values():
+        wl = manifest.model
+        if wl.spec.queue_name and (manifest.namespace, wl.spec.queue_name) not in local_queues:
+            message = f"LocalQueue {wl.spec.queue_name!r} not found in namespace {manifest.namespace!r}"
+            yield manifest.diagnostic(("spec", "queueName"), message)
+        ref = wl.priority_class()
+        if ref is not None and ref[1] not in classes[ref[0]]:
+            kind = "WorkloadPriorityClass" if ref[0] == kueue.WPC_SOURCE else "PriorityClass"
+            field = (
+                ("spec", "priorityClassRef", "name")
+                if wl.spec.priority_class_ref
+                else ("spec", "priorityClassName")
+            )
+            yield manifest.diagnostic(field, f"{kind} {ref[1]!r} not found")
+
+
+def _global_defaults(index: Index) -> Iterator[Diagnostic]:
+    defaults = [m for m in index.get(kueue.PriorityClass, {}).values() if m.model.global_default]
+    for manifest in defaults[1:]:
+        first = defaults[0]
+        message = (
+            f"only one PriorityClass may be globalDefault (also {first.ref} at {first.path}:{first.line})"
+        )
+        yield manifest.diagnostic(("globalDefault",), message)
+
+
+# --- capacity (on the core model) -----------------------------------------------------------
+
+
+def validate_capacity(
+    manifests: Sequence[Manifest], config: core.ClusterConfig, workloads: Sequence[core.Workload]
+) -> list[Diagnostic]:
+    """Reject pending workloads that no flavor of their ClusterQueue could ever hold.
+
+    For each pod set and resource with a non-zero request: the ClusterQueue must
+    cover the resource, and per-pod × (minCount or count) must not exceed the
+    best flavor's potential capacity (``gpuq.core.quota.potential_available_for``).
+    Workloads already holding quota, and those whose queue is unknown, are skipped.
+    A namespace the ClusterQueue's selector does not match gives a warning.
+    """
+    by_key = {
+        (m.model.metadata.namespace or "default", m.model.metadata.name): m
+        for m in manifests
+        if isinstance(m.model, kueue.Workload)
+    }
+    out: list[Diagnostic] = []
+    for workload in workloads:
+        manifest = by_key.get((workload.namespace, workload.name))
+        lq = config.local_queues.get((workload.namespace, workload.queue_name))
+        cq = config.cluster_queues.get(lq.cluster_queue) if lq else None
+        if manifest is None or cq is None or workload.admission is not None:
+            continue
+        out += _namespace_match(manifest, config, cq, workload)
+        for index, pod_set in enumerate(workload.pod_sets):
+            out += _pod_set_capacity(manifest, config, cq, pod_set, index)
+    return out
+
+
+def _namespace_match(
+    manifest: Manifest, config: core.ClusterConfig, cq: core.ClusterQueue, workload: core.Workload
+) -> list[Diagnostic]:
+    selector = cq.namespace_selector
+    if selector is not None and selector.matches(config.labels_of_namespace(workload.namespace)):
+        return []
+    message = (
+        f"namespace {workload.namespace!r} is not selected by cluster queue {cq.name!r}'s "
+        "namespaceSelector: the workload will never be admitted"
+    )
+    return [manifest.diagnostic(("spec", "queueName"), message, "warning")]
+
+
+def _pod_set_capacity(
+    manifest: Manifest, config: core.ClusterConfig, cq: core.ClusterQueue, pod_set: core.PodSet, index: int
+) -> list[Diagnostic]:
+    pods = pod_set.min_count if pod_set.min_count is not None else pod_set.count
+    demands = {name: amount * pods for name, amount in pod_set.requests.items() if amount}
+    if any(RESERVED_RESOURCE in g.covered_resources for g in cq.resource_groups):
+        demands[RESERVED_RESOURCE] = pods
+    out = []
+    at = ("spec", "podSets", index)
+    for resource, total in sorted(demands.items()):
+        group = next((g for g in cq.resource_groups if resource in g.covered_resources), None)
+        if group is None:
+            message = f"cluster queue {cq.name} does not cover resource {resource}"
+            out.append(manifest.diagnostic(at, message))
+            continue
+        best = max((potential_available(config, cq.name, f.name, resource) for f in group.flavors), default=0)
+        if total > best:
+            message = (
+                f"pod set {pod_set.name!r} needs {total} {resource} ({pods} pods) but cluster queue "
+                f"{cq.name} can never hold more than {best} in any flavor"
+            )
+            out.append(manifest.diagnostic(at, message))
+    return out
+
+
+def potential_available(config: core.ClusterConfig, cluster_queue: str, flavor: str, resource: str) -> int:
+    """The core's ``potential_available_for`` (Kueue's potentialAvailable, semantics §2.7)."""
+    from gpuq.core.quota import potential_available_for
+
+    return potential_available_for(config, cluster_queue, flavor, resource)
