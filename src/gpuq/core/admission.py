@@ -1,0 +1,478 @@
+"""The scheduling cycle, as Kueue runs it (kueue-semantics §3).
+
+One cycle:
+
+1. Heads: the top of every active ClusterQueue's heap (§3.1).
+2. Nomination: each head gets a flavor assignment and, when it needs
+   preemption, its targets, all against the same start-of-cycle state (§3.3,
+   §3.4); partial admission shrinks pod sets only when neither fit nor
+   preemption works at full size (§9).
+3. Order: non-borrowing before borrowing, then priority, then age (§3.5), or
+   the fair-sharing tournament when fair sharing is on (§7.3).
+4. Processing: no-fit and no-candidate entries wait (the latter reserving
+   capacity, §3.7); entries whose targets overlap earlier ones or which no
+   longer fit are skipped; preemptors evict and wait; the rest are admitted
+   (§3.6). Quota taken earlier in the cycle is never given twice.
+
+:meth:`Scheduler.plan_cycle` computes the decisions and leaves the state as it
+found it; :meth:`Scheduler.apply` reserves quota and updates the queues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from gpuq.core import fairshare
+from gpuq.core.decisions import Admit, CycleResult, Pending, Preempt
+from gpuq.core.flavors import Assignment, FlavorAssigner, Mode
+from gpuq.core.model import (
+    Admission,
+    CheckState,
+    ClusterConfig,
+    ClusterQueue,
+    PodSetAssignment,
+    PreemptionPolicy,
+    QueueingStrategy,
+    StopPolicy,
+    Workload,
+)
+from gpuq.core.preemption import Preemptor, Target, classical_targets
+from gpuq.core.queues import ClusterQueueQueue, RequeueReason
+from gpuq.core.quota import FlavorResource, QuotaNode, available
+from gpuq.core.state import AdmittedWorkload, ClusterState, admission_usage
+
+HUMAN_REASONS = {
+    "InClusterQueue": "prioritization in the ClusterQueue",
+    "InCohortReclamation": "reclamation within the cohort",
+    "InCohortFairSharing": "fair sharing within the cohort",
+    "InCohortReclaimWhileBorrowing": "reclamation within the cohort while borrowing",
+}
+
+
+@dataclass(slots=True)
+class Entry:
+    """A nominated head: its assignment, targets and outcome in this cycle."""
+
+    workload: Workload
+    cluster_queue: str
+    assignment: Assignment | None = None
+    targets: list[Target] = field(default_factory=list)
+    inadmissible: str = ""
+    requeue: RequeueReason = RequeueReason.NO_FIT
+
+    @property
+    def key(self) -> str:
+        return self.workload.key
+
+
+class Scheduler:
+    """Admission engine for one configuration: queues, quota cache and the cycle."""
+
+    def __init__(self, config: ClusterConfig) -> None:
+        self.config = config
+        self.state = ClusterState(config)
+        self.queues = {
+            name: ClusterQueueQueue(name, cq.queueing_strategy)
+            for name, cq in sorted(config.cluster_queues.items())
+        }
+        self.workloads: dict[str, Workload] = {}
+        self.unqueued: dict[str, Pending] = {}
+        self.reserved_checks: dict[str, dict[str, CheckState]] = {}
+        self.inactive = {name: why for name in config.cluster_queues if (why := self._inactive_reason(name))}
+
+    # ----------------------------------------------------------------- intake
+    def submit(self, workload: Workload) -> None:
+        """Queue a pending workload, or account for one that already holds quota."""
+        self.workloads[workload.key] = workload
+        if workload.admission is not None:
+            cq_name = workload.admission.cluster_queue
+            if cq_name in self.state.by_queue:
+                usage = admission_usage(workload.admission)
+                reserved = workload.quota_reserved_time or workload.creation_time
+                self.state.reserve(AdmittedWorkload(workload, cq_name, usage, reserved))
+                self.reserved_checks[workload.key] = dict(workload.admission_checks)
+                return
+            self.unqueued[workload.key] = Pending(
+                workload.key, "Misconfigured", f"ClusterQueue {cq_name} not found"
+            )
+            return
+        target, problem = self.route(workload)
+        if target is None:
+            self.unqueued[workload.key] = Pending(workload.key, "Inadmissible", problem)
+            return
+        self.queues[target].push(workload)
+
+    def route(self, workload: Workload) -> tuple[str | None, str]:
+        """The ClusterQueue a workload's LocalQueue points to, or why there is none."""
+        if not workload.active:
+            return None, "workload is inactive (spec.active=false)"
+        if not workload.queue_name:
+            return None, "workload has no queue name (label kueue.x-k8s.io/queue-name)"
+        lq = self.config.local_queues.get((workload.namespace, workload.queue_name))
+        if lq is None:
+            return None, f"LocalQueue {workload.queue_name} doesn't exist in namespace {workload.namespace}"
+        if lq.stop_policy != StopPolicy.NONE:
+            return None, f"LocalQueue {workload.queue_name} is stopped ({lq.stop_policy})"
+        if lq.cluster_queue not in self.config.cluster_queues:
+            return None, f"ClusterQueue {lq.cluster_queue} doesn't exist"
+        return lq.cluster_queue, ""
+
+    def _inactive_reason(self, name: str) -> str:
+        cq = self.config.cluster_queues[name]
+        if cq.stop_policy != StopPolicy.NONE:
+            return f"ClusterQueue {name} is stopped ({cq.stop_policy})"
+        for group in cq.resource_groups:
+            for flavor in group.flavors:
+                if flavor.name not in self.config.flavors:
+                    return f"ClusterQueue {name} is inactive: flavor {flavor.name} not found"
+        for rule in cq.admission_checks:
+            check = self.config.admission_checks.get(rule.name)
+            if check is None or not check.active:
+                return f"ClusterQueue {name} is inactive: admission check {rule.name} not found or inactive"
+        if self.state.tree.in_cycle(name):
+            return f"ClusterQueue {name} is inactive: its cohort tree has a cycle"
+        return ""
+
+    # ------------------------------------------------------------------ cycle
+    def heads(self, now: float) -> list[Entry]:
+        """§3.1: one head per active ClusterQueue."""
+        entries = []
+        for name, queue in self.queues.items():
+            if name in self.inactive:
+                continue
+            head = queue.head()
+            if head is not None:
+                entries.append(Entry(head, name))
+        return entries
+
+    def plan_cycle(self, now: float = 0.0) -> tuple[CycleResult, list[Entry]]:
+        """One scheduling cycle; the state is unchanged when this returns."""
+        entries = self.heads(now)
+        for entry in entries:
+            self._nominate(entry, now)
+        fair = self.config.scheduler.fair_sharing.enable
+        nominated = [e for e in entries if not e.inadmissible]
+        ordered = (
+            fairshare.order_entries(self.state, nominated) if fair else sorted(nominated, key=_classical_key)
+        )
+        admitted: list[Admit] = []
+        preempted: list[Preempt] = []
+        pending: list[Pending] = [self._pending(e, e.inadmissible) for e in entries if e.inadmissible]
+        cycle_usage: list[tuple[str, dict[FlavorResource, int]]] = []
+        victims: dict[str, AdmittedWorkload] = {}
+        try:
+            for entry in ordered:
+                self._process(entry, cycle_usage, victims, admitted, preempted, pending)
+        finally:
+            for cq_name, usage in reversed(cycle_usage):
+                self.state.tree.remove(cq_name, usage)
+        result = CycleResult(tuple(admitted), tuple(preempted), tuple(pending), tuple(e.key for e in entries))
+        return result, entries
+
+    def _nominate(self, entry: Entry, now: float) -> None:
+        """§3.3: set aside heads that cannot be nominated, else assign flavors and targets."""
+        workload, cq = entry.workload, self.config.cluster_queues[entry.cluster_queue]
+        labels = self.config.labels_of_namespace(workload.namespace)
+        if cq.namespace_selector is None or not cq.namespace_selector.matches(labels):
+            entry.inadmissible = "Workload namespace doesn't match ClusterQueue selector"
+            entry.requeue = RequeueReason.NAMESPACE_MISMATCH
+            return
+        bad_checks = [
+            n for n, s in workload.admission_checks.items() if s in (CheckState.RETRY, CheckState.REJECTED)
+        ]
+        if bad_checks:
+            entry.inadmissible = f"admission checks {', '.join(sorted(bad_checks))} are in Retry or Rejected"
+            entry.requeue = RequeueReason.INACTIVE
+            return
+        if workload.requeue_at is not None and workload.requeue_at > now:
+            entry.inadmissible = f"waiting for requeue backoff until {workload.requeue_at:.0f}"
+            entry.requeue = RequeueReason.INACTIVE
+            return
+        self._initial_assignment(entry)
+
+    def _initial_assignment(self, entry: Entry) -> None:
+        """§3.4 and §9: full size first; shrink only if neither fit nor preemption works."""
+        assigner = FlavorAssigner(self.state, entry.workload, entry.cluster_queue)
+        full = assigner.assign()
+        entry.assignment = full
+        if full.mode == Mode.FIT:
+            return
+        if full.mode in (Mode.PREEMPT, Mode.RECLAIM):
+            entry.targets = self.targets(entry.workload, entry.cluster_queue, full)
+            if entry.targets:
+                return
+        if self.config.scheduler.partial_admission:
+            reduced = self._partial(entry, assigner)
+            if reduced is not None:
+                entry.assignment, entry.targets = reduced
+
+    def _partial(self, entry: Entry, assigner: FlavorAssigner) -> tuple[Assignment, list[Target]] | None:
+        """§9.2: binary search for the largest counts (smallest step) that fit or can preempt."""
+        pod_sets = entry.workload.pod_sets
+        deltas = [ps.count - (ps.min_count if ps.min_count is not None else ps.count) for ps in pod_sets]
+        total = sum(deltas)
+        if total <= 0:
+            return None
+
+        def attempt(i: int) -> tuple[Assignment, list[Target]] | None:
+            counts = {ps.name: ps.count - (d * i) // total for ps, d in zip(pod_sets, deltas, strict=True)}
+            assignment = assigner.assign(counts)
+            if assignment.mode == Mode.FIT:
+                return assignment, []
+            if assignment.mode in (Mode.PREEMPT, Mode.RECLAIM):
+                targets = self.targets(entry.workload, entry.cluster_queue, assignment)
+                if targets:
+                    return assignment, targets
+            return None
+
+        low, high, best = 1, total, None
+        while low <= high:
+            mid = (low + high) // 2
+            found = attempt(mid)
+            if found is not None:
+                best, high = found, mid - 1
+            else:
+                low = mid + 1
+        return best
+
+    def targets(self, workload: Workload, cq_name: str, assignment: Assignment) -> list[Target]:
+        preemptor = Preemptor(
+            workload, cq_name, dict(assignment.usage), frozenset(assignment.frs_need_preemption)
+        )
+        if self.config.scheduler.fair_sharing.enable:
+            return fairshare.fair_targets(self.state, preemptor, self.config.scheduler.fair_sharing)
+        return classical_targets(self.state, preemptor)
+
+    def _process(
+        self,
+        entry: Entry,
+        cycle_usage: list[tuple[str, dict[FlavorResource, int]]],
+        victims: dict[str, AdmittedWorkload],
+        admitted: list[Admit],
+        preempted: list[Preempt],
+        pending: list[Pending],
+    ) -> None:
+        """§3.6 for one entry."""
+        assignment = entry.assignment
+        assert assignment is not None
+        cq = self.config.cluster_queues[entry.cluster_queue]
+        if assignment.mode == Mode.NO_FIT:
+            entry.requeue = RequeueReason.NO_FIT
+            pending.append(self._pending(entry, _nofit_message(entry)))
+            return
+        if assignment.mode.is_preempt and not entry.targets:
+            if cq.preemption.reclaim_within_cohort != PreemptionPolicy.ANY:
+                reserve = self._reservation(entry)
+                self.state.tree.add(entry.cluster_queue, reserve)
+                cycle_usage.append((entry.cluster_queue, reserve))
+            entry.requeue = RequeueReason.PREEMPTION_NO_CANDIDATES
+            pending.append(self._pending(entry, _nofit_message(entry)))
+            return
+        if any(t.victim.key in victims for t in entry.targets):
+            entry.requeue = RequeueReason.FAILED_AFTER_NOMINATION
+            pending.append(
+                self._pending(entry, "Workload has overlapping preemption targets with another workload")
+            )
+            return
+        removal = list(victims.values()) + [t.victim for t in entry.targets]
+        with self.state.simulate_removal(removal):
+            fits = all(
+                amount <= available(self.state.node(entry.cluster_queue), fr)
+                for fr, amount in assignment.usage.items()
+            )
+        if not fits:
+            entry.requeue = RequeueReason.FAILED_AFTER_NOMINATION
+            pending.append(self._pending(entry, "Workload no longer fits after processing another workload"))
+            return
+        for target in entry.targets:
+            victims[target.victim.key] = target.victim
+        usage = dict(assignment.usage)
+        self.state.tree.add(entry.cluster_queue, usage)
+        cycle_usage.append((entry.cluster_queue, usage))
+        if entry.targets:
+            entry.requeue = RequeueReason.PENDING_PREEMPTION
+            for target in entry.targets:
+                message = (
+                    f"Preempted to accommodate a workload ({entry.key}) due to {HUMAN_REASONS[target.reason]}"
+                )
+                preempted.append(
+                    Preempt(target.victim.key, target.victim.cluster_queue, entry.key, target.reason, message)
+                )
+            names = ", ".join(t.victim.key for t in entry.targets)
+            pending.append(
+                self._pending(entry, f"Waiting for preempted workloads to be evicted: {names}", "Pending")
+            )
+            return
+        admitted.append(self._admit(entry, cq, assignment))
+
+    def _admit(self, entry: Entry, cq: ClusterQueue, assignment: Assignment) -> Admit:
+        pod_sets = tuple(
+            PodSetAssignment(ps.name, dict(ps.flavors), _usage_of(ps.requests), ps.count)
+            for ps in assignment.pod_sets
+        )
+        assigned_flavors = {f for ps in assignment.pod_sets for f in ps.flavors.values()}
+        checks = tuple(
+            rule.name
+            for rule in cq.admission_checks
+            if not rule.on_flavors or assigned_flavors & set(rule.on_flavors)
+        )
+        message = f"Quota reserved in ClusterQueue {entry.cluster_queue}"
+        if checks:
+            message += f", waiting for admission checks: {', '.join(checks)}"
+        return Admit(entry.key, entry.cluster_queue, pod_sets, assignment.borrowing > 0, checks, message)
+
+    def _reservation(self, entry: Entry) -> dict[FlavorResource, int]:
+        """§3.7: capacity a preemptor without candidates keeps from later entries."""
+        assert entry.assignment is not None
+        node = self.state.node(entry.cluster_queue)
+        reserve: dict[FlavorResource, int] = {}
+        for fr, amount in entry.assignment.usage.items():
+            quota = node.quotas.get(fr)
+            nominal = quota.nominal if quota else 0
+            used = node.usage.get(fr, 0)
+            if entry.assignment.borrowing > 0:
+                if quota is None or quota.borrowing_limit is None:
+                    reserve[fr] = amount
+                else:
+                    reserve[fr] = max(0, min(amount, nominal + quota.borrowing_limit - used))
+            else:
+                reserve[fr] = max(0, min(amount, nominal - used))
+        return reserve
+
+    def _pending(self, entry: Entry, message: str, reason: str = "Pending") -> Pending:
+        return Pending(entry.key, reason, message, entry.cluster_queue)
+
+    # ------------------------------------------------------------------ apply
+    def apply(self, result: CycleResult, entries: Iterable[Entry], now: float = 0.0) -> None:
+        """Reserve quota for admitted workloads and requeue the heads that were not."""
+        admitted = {a.workload: a for a in result.admitted}
+        for entry in entries:
+            queue = self.queues[entry.cluster_queue]
+            decision = admitted.get(entry.key)
+            if decision is None:
+                queue.requeue(entry.workload, entry.requeue)
+                no_fit = entry.requeue in (RequeueReason.NO_FIT, RequeueReason.PREEMPTION_NO_CANDIDATES)
+                if no_fit and queue.strategy == QueueingStrategy.BEST_EFFORT_FIFO:
+                    queue.park_equivalent(entry.workload)
+                continue
+            queue.delete(entry.key)
+            usage = admission_usage(_admission(decision))
+            self.state.reserve(AdmittedWorkload(entry.workload, entry.cluster_queue, usage, now))
+            self.reserved_checks[entry.key] = {name: CheckState.PENDING for name in decision.checks_pending}
+
+    def evict(self, key: str, now: float = 0.0) -> None:
+        """Complete an eviction: release quota, requeue the workload and wake its cohort tree."""
+        admitted = self.state.release(key)
+        self.reserved_checks.pop(key, None)
+        workload = admitted.workload
+        requeued = replace(workload, admission=None, admission_checks={})
+        self.workloads[key] = requeued
+        self.queues[admitted.cluster_queue].push(requeued)
+        self.wake(admitted.cluster_queue)
+
+    def finish(self, key: str) -> None:
+        """A workload completed: release its quota and wake its cohort tree."""
+        admitted = self.state.release(key)
+        self.reserved_checks.pop(key, None)
+        self.workloads.pop(key, None)
+        self.wake(admitted.cluster_queue)
+
+    def wake(self, cq_name: str) -> None:
+        """§5.3: capacity may have changed in the cohort tree of ``cq_name``."""
+        root = self.state.node(cq_name).root()
+        for name in _queues_under(root):
+            self.queues[name].requeue_inadmissible()
+
+    def pending_count(self) -> int:
+        return sum(len(q) for q in self.queues.values())
+
+    def active_count(self) -> int:
+        return sum(q.active_count for n, q in self.queues.items() if n not in self.inactive)
+
+
+def _queues_under(node: QuotaNode) -> list[str]:
+    if node.is_cluster_queue:
+        return [node.name]
+    names: list[str] = []
+    for child in node.children:
+        names.extend(_queues_under(child))
+    return names
+
+
+def _classical_key(entry: Entry) -> tuple[int, int, float, str]:
+    """§3.5: less borrowing first, then higher priority, then earlier timestamp."""
+    borrowing = entry.assignment.borrowing if entry.assignment else 0
+    return (borrowing, -entry.workload.priority, entry.workload.creation_time, entry.key)
+
+
+def _nofit_message(entry: Entry) -> str:
+    assignment = entry.assignment
+    reasons = list(dict.fromkeys(assignment.reasons)) if assignment else []
+    pod_set = entry.workload.pod_sets[0].name if len(entry.workload.pod_sets) == 1 else "the workload"
+    detail = "; ".join(reasons) if reasons else "no flavor fits"
+    return f"couldn't assign flavors to pod set {pod_set}: {detail}"
+
+
+def _usage_of(requests: Mapping[str, int]) -> dict[str, int]:
+    return dict(requests)
+
+
+def _admission(decision: Admit) -> Admission:
+    return Admission(decision.cluster_queue, decision.pod_sets)
+
+
+@dataclass(frozen=True, slots=True)
+class AdmitRun:
+    """The outcome of running cycles: final decisions per workload."""
+
+    cycles: int
+    admitted: dict[str, Admit]
+    preempted: dict[str, Preempt]
+    pending: dict[str, Pending]
+    quiescent: bool
+
+
+def run_cycles(scheduler: Scheduler, max_cycles: int | None = None, now: float = 0.0) -> AdmitRun:
+    """Run cycles until nothing changes (or ``max_cycles``), completing evictions between cycles.
+
+    A cycle that admits and evicts nothing and leaves the set of queued heads
+    unchanged means the system is quiescent: another cycle would decide the same.
+    """
+    admitted: dict[str, Admit] = {}
+    preempted: dict[str, Preempt] = {}
+    last_pending: dict[str, Pending] = {}
+    cycles = 0
+    quiescent = False
+    while max_cycles is None or cycles < max_cycles:
+        before = scheduler.active_count()
+        result, entries = scheduler.plan_cycle(now)
+        if not entries:
+            quiescent = True
+            break
+        cycles += 1
+        scheduler.apply(result, entries, now)
+        for decision in result.admitted:
+            admitted[decision.workload] = decision
+            last_pending.pop(decision.workload, None)
+        for eviction in result.preempted:
+            preempted[eviction.workload] = eviction
+            admitted.pop(eviction.workload, None)
+            scheduler.evict(eviction.workload, now)
+        for waiting in result.pending:
+            last_pending[waiting.workload] = waiting
+        if not result.changed and scheduler.active_count() == before:
+            quiescent = True
+            break
+    pending = dict(scheduler.unqueued)
+    for queue in scheduler.queues.values():
+        for workload in queue.pending():
+            why = last_pending.get(workload.key) or _not_tried(scheduler, workload.key, queue.name)
+            pending[workload.key] = why
+    return AdmitRun(cycles, admitted, preempted, pending, quiescent)
+
+
+def _not_tried(scheduler: Scheduler, key: str, cq_name: str) -> Pending:
+    if cq_name in scheduler.inactive:
+        return Pending(key, "Inadmissible", scheduler.inactive[cq_name], cq_name)
+    return Pending(key, "Pending", "waiting in ClusterQueue behind workloads ahead of it", cq_name)

@@ -1,0 +1,268 @@
+"""Flavor assignment: which ResourceFlavor each pod set gets for each resource group (kueue-semantics §4).
+
+For each pod set, in spec order, and each resource group covering its
+requests, the flavors of the group are tried in the order the ClusterQueue
+lists them:
+
+1. A flavor must be eligible: its taints tolerated, its node labels compatible
+   with the pod's node selector and required affinity (§4.2).
+2. Each requested resource gets a mode: fit, reclaim, preempt, no candidates or
+   no fit, by comparing the request with ``available`` and
+   ``potential_available`` and, where preemption may help, asking the
+   preemption oracle (§4.3). The flavor's mode is the worst of its resources.
+3. flavorFungibility decides whether to stop at this flavor or try the next
+   (§4.5); when every flavor was tried, the preferred one is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from gpuq.api.quantity import format_amount
+from gpuq.core.model import (
+    ClusterQueue,
+    FairSharing,
+    FungibilityPolicy,
+    FungibilityPreference,
+    PodSet,
+    PreemptionPolicy,
+    ResourceFlavor,
+    ResourceGroup,
+    Workload,
+)
+from gpuq.core.preemption import Preemptor, classical_targets
+from gpuq.core.quota import FlavorResource, available, lowest_fitting_subtree, potential_available
+from gpuq.core.state import ClusterState
+
+PODS = "pods"
+
+
+class Mode(IntEnum):
+    """Ordered from worst to best (Kueue's granularMode)."""
+
+    NO_FIT = 0
+    NO_CANDIDATES = 1
+    PREEMPT = 2
+    RECLAIM = 3
+    FIT = 4
+
+    @property
+    def is_preempt(self) -> bool:
+        return self in (Mode.NO_CANDIDATES, Mode.PREEMPT, Mode.RECLAIM)
+
+
+@dataclass(slots=True)
+class PodSetFlavors:
+    """The flavors chosen for one pod set, with its total requests at ``count`` pods."""
+
+    name: str
+    count: int
+    flavors: dict[str, str]
+    requests: dict[str, int]
+
+
+@dataclass(slots=True)
+class Assignment:
+    """A whole workload's flavor assignment and what admitting it would take."""
+
+    pod_sets: list[PodSetFlavors] = field(default_factory=list)
+    mode: Mode = Mode.FIT
+    borrowing: int = 0
+    usage: dict[FlavorResource, int] = field(default_factory=dict)
+    frs_need_preemption: set[FlavorResource] = field(default_factory=set)
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def representative_mode(self) -> Mode:
+        return self.mode
+
+
+@dataclass(slots=True)
+class _FlavorTry:
+    flavor: str
+    mode: Mode
+    borrowing: int
+    preempt_frs: set[FlavorResource]
+
+
+def flavor_matches(flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
+    """None when the flavor may serve the pod set, else why not (§4.2)."""
+    tolerations = pod_set.tolerations + flavor.tolerations
+    for taint in flavor.node_taints:
+        if taint.effect in ("NoSchedule", "NoExecute") and not any(t.tolerates(taint) for t in tolerations):
+            return f"untolerated taint {{{taint.key}: {taint.value}}} in flavor {flavor.name}"
+    labels = flavor.node_labels
+    for key, value in pod_set.node_selector.items():
+        if key in labels and labels[key] != value:
+            return f"flavor {flavor.name} doesn't match node affinity"
+    if pod_set.node_affinity:
+        terms = [tuple(r for r in term if r.key in labels) for term in pod_set.node_affinity]
+        if not any(all(r.matches(labels) for r in term) for term in terms):
+            return f"flavor {flavor.name} doesn't match node affinity"
+    if flavor.topology_name:
+        return f"flavor {flavor.name} is topology-aware; topology placement is not supported by admit"
+    return None
+
+
+def pod_set_requests(pod_set: PodSet, count: int, covers_pods: bool) -> dict[str, int]:
+    """Total requests of ``count`` pods, plus ``pods`` when a group covers it (§1.11)."""
+    totals = {r: v * count for r, v in pod_set.requests.items() if v}
+    if covers_pods:
+        totals[PODS] = count
+    return totals
+
+
+def can_preempt_while_borrowing(cq: ClusterQueue, fair_sharing: FairSharing) -> bool:
+    bwc = cq.preemption.borrow_within_cohort
+    if bwc is not None and bwc.policy != PreemptionPolicy.NEVER:
+        return True
+    return fair_sharing.enable and cq.preemption.reclaim_within_cohort != PreemptionPolicy.NEVER
+
+
+class FlavorAssigner:
+    """Assigns flavors for one workload in one ClusterQueue against the current state."""
+
+    def __init__(self, state: ClusterState, workload: Workload, cq_name: str) -> None:
+        self.state = state
+        self.workload = workload
+        self.cq_name = cq_name
+        self.cq = state.cluster_queue(cq_name)
+        self.node = state.node(cq_name)
+        self.covers_pods = any(PODS in g.covered_resources for g in self.cq.resource_groups)
+
+    def assign(self, counts: Mapping[str, int] | None = None) -> Assignment:
+        """Assign flavors to every pod set at ``counts`` pods (default: full counts)."""
+        result = Assignment()
+        for pod_set in self.workload.pod_sets:
+            count = counts[pod_set.name] if counts else pod_set.count
+            requests = pod_set_requests(pod_set, count, self.covers_pods)
+            chosen = PodSetFlavors(pod_set.name, count, {}, requests)
+            result.pod_sets.append(chosen)
+            self._assign_pod_set(pod_set, requests, chosen, result)
+        return result
+
+    def _assign_pod_set(
+        self, pod_set: PodSet, requests: dict[str, int], chosen: PodSetFlavors, result: Assignment
+    ) -> None:
+        remaining = set(requests)
+        for group in self.cq.resource_groups:
+            group_requests = {r: requests[r] for r in group.covered_resources if r in requests}
+            if not group_requests:
+                continue
+            remaining -= group_requests.keys()
+            best = self._find_flavor(pod_set, group, group_requests, result)
+            if best is None:
+                result.mode = Mode.NO_FIT
+                continue
+            for resource, amount in group_requests.items():
+                chosen.flavors[resource] = best.flavor
+                fr = (best.flavor, resource)
+                result.usage[fr] = result.usage.get(fr, 0) + amount
+            result.mode = min(result.mode, best.mode)
+            result.borrowing = max(result.borrowing, best.borrowing)
+            result.frs_need_preemption |= best.preempt_frs
+        for resource in sorted(remaining):
+            result.mode = Mode.NO_FIT
+            result.reasons.append(f"resource {resource} unavailable in ClusterQueue {self.cq_name}")
+
+    def _find_flavor(
+        self, pod_set: PodSet, group: ResourceGroup, requests: dict[str, int], result: Assignment
+    ) -> _FlavorTry | None:
+        """§4.5: walk the group's flavors in order, stopping as fungibility allows."""
+        fungibility = self.cq.flavor_fungibility
+        best: _FlavorTry | None = None
+        for flavor_quotas in group.flavors:
+            flavor = self.state.config.flavors.get(flavor_quotas.name)
+            if flavor is None:
+                result.reasons.append(f"flavor {flavor_quotas.name} not found")
+                continue
+            mismatch = flavor_matches(flavor, pod_set)
+            if mismatch:
+                result.reasons.append(mismatch)
+                continue
+            attempt = self._try_flavor(flavor.name, requests, result)
+            if attempt.mode <= Mode.NO_CANDIDATES:
+                if best is None or attempt.mode > best.mode:
+                    best = attempt
+                continue
+            if best is None or _preferred(attempt, best, fungibility.preference):
+                best = attempt
+            try_next = (
+                attempt.mode.is_preempt and fungibility.when_can_preempt == FungibilityPolicy.TRY_NEXT_FLAVOR
+            ) or (attempt.borrowing > 0 and fungibility.when_can_borrow == FungibilityPolicy.TRY_NEXT_FLAVOR)
+            if not try_next:
+                return attempt
+        if best is None or best.mode == Mode.NO_FIT:
+            return None
+        return best
+
+    def _try_flavor(self, flavor: str, requests: dict[str, int], result: Assignment) -> _FlavorTry:
+        mode, borrowing, preempt_frs = Mode.FIT, 0, set()
+        for resource, amount in requests.items():
+            fr = (flavor, resource)
+            value = result.usage.get(fr, 0) + amount
+            fr_mode, fr_borrow = self._fits_resource_quota(fr, value, result)
+            mode = min(mode, fr_mode)
+            borrowing = max(borrowing, fr_borrow)
+            if fr_mode.is_preempt:
+                preempt_frs.add(fr)
+        return _FlavorTry(flavor, mode, borrowing, preempt_frs)
+
+    def _fits_resource_quota(self, fr: FlavorResource, value: int, result: Assignment) -> tuple[Mode, int]:
+        """§4.3 for one (flavor, resource) needing ``value`` in total."""
+        node = self.node
+        borrow, may_reclaim_in_hierarchy = lowest_fitting_subtree(node, fr, value)
+        flavor, resource = fr
+        maximum = potential_available(node, fr)
+        if value > maximum:
+            result.reasons.append(
+                f"insufficient quota for {resource} in flavor {flavor}, request > maximum capacity "
+                f"({format_amount(resource, value)} > {format_amount(resource, maximum)})"
+            )
+            return Mode.NO_FIT, 0
+        free = available(node, fr)
+        if value <= free:
+            return Mode.FIT, borrow
+        nominal = node.nominal(fr)
+        fair_sharing = self.state.config.scheduler.fair_sharing
+        if value <= nominal or may_reclaim_in_hierarchy or can_preempt_while_borrowing(self.cq, fair_sharing):
+            return self._preemption_oracle(fr, value, borrow, result)
+        result.reasons.append(
+            f"insufficient unused quota for {resource} in flavor {flavor}, "
+            f"{format_amount(resource, value - max(free, 0))} more needed"
+            f" ({format_amount(resource, max(free, 0))} available)"
+        )
+        return Mode.NO_FIT, 0
+
+    def _preemption_oracle(
+        self, fr: FlavorResource, value: int, borrow: int, result: Assignment
+    ) -> tuple[Mode, int]:
+        """Would preemption free ``value`` of ``fr``? Reclaim if only other queues lose (§4.3)."""
+        preemptor = Preemptor(self.workload, self.cq_name, {fr: value}, frozenset({fr}))
+        targets = classical_targets(self.state, preemptor)
+        flavor, resource = fr
+        if not targets:
+            result.reasons.append(
+                f"insufficient unused quota for {resource} in flavor {flavor}, "
+                f"{format_amount(resource, value - max(available(self.node, fr), 0))} more needed, "
+                "and no workload can be preempted to free it"
+            )
+            return Mode.NO_CANDIDATES, borrow
+        with self.state.simulate_removal(t.victim for t in targets):
+            borrow_after, _ = lowest_fitting_subtree(self.node, fr, value)
+        if all(t.victim.cluster_queue != self.cq_name for t in targets):
+            return Mode.RECLAIM, borrow_after
+        return Mode.PREEMPT, borrow_after
+
+
+def _preferred(a: _FlavorTry, b: _FlavorTry, preference: FungibilityPreference | None) -> bool:
+    """Whether ``a`` beats ``b`` (ties keep the earlier flavor ``b``)."""
+    if preference == FungibilityPreference.PREEMPTION_OVER_BORROWING:
+        if a.borrowing != b.borrowing:
+            return a.borrowing < b.borrowing
+        return a.mode > b.mode
+    if a.mode != b.mode:
+        return a.mode > b.mode
+    return a.borrowing < b.borrowing

@@ -1,0 +1,275 @@
+"""Classical preemption: which admitted workloads to evict so that a workload fits (kueue-semantics §6).
+
+The algorithm, as Kueue runs it:
+
+1. Candidates: the preemptor's own queue (per ``withinClusterQueue``) and, when
+   ``reclaimWithinCohort`` allows it, queues of the cohort tree that borrow in a
+   needed (flavor, resource), walking from the parent up to the root and
+   noting where the preemptor gains a hierarchical advantage (§6.3, §6.4).
+2. Ordering: hierarchical, then priority (other queues), then own-queue
+   candidates, each by lower priority, then most recent quota reservation (§6.5).
+3. Attempts with borrowing allowed and/or not allowed (§6.6).
+4. Greedy removal until the workload fits, skipping candidates that became
+   invalid (§6.7), then the minimal-set fill-back that never re-adds the last
+   target (§6.8). All removals are what-ifs: the state is restored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Set
+from dataclasses import dataclass
+from enum import IntEnum
+
+from gpuq.core.model import ClusterQueue, PreemptionPolicy, Workload
+from gpuq.core.quota import (
+    FlavorResource,
+    QuotaNode,
+    available,
+    quantities_fit_in_quota,
+)
+from gpuq.core.state import AdmittedWorkload, ClusterState
+
+IN_CLUSTER_QUEUE = "InClusterQueue"
+IN_COHORT_RECLAMATION = "InCohortReclamation"
+IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
+
+
+class Variant(IntEnum):
+    """How a candidate may be preempted (Kueue's preemptionVariant)."""
+
+    NEVER = 0
+    WITHIN_CQ = 1
+    HIERARCHICAL_RECLAIM = 2
+    RECLAIM_WITHOUT_BORROWING = 3
+    RECLAIM_WHILE_BORROWING = 4
+
+    @property
+    def reason(self) -> str:
+        if self is Variant.WITHIN_CQ:
+            return IN_CLUSTER_QUEUE
+        if self is Variant.RECLAIM_WHILE_BORROWING:
+            return IN_COHORT_RECLAIM_WHILE_BORROWING
+        return IN_COHORT_RECLAMATION
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A workload to evict, and Kueue's name for why."""
+
+    victim: AdmittedWorkload
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    victim: AdmittedWorkload
+    variant: Variant
+    lca: QuotaNode | None  # the subtree root at which the candidate was found
+
+
+@dataclass(frozen=True, slots=True)
+class Preemptor:
+    """What preemption needs to know about the incoming workload."""
+
+    workload: Workload
+    cluster_queue: str
+    usage: Mapping[FlavorResource, int]  # full request per (flavor, resource)
+    frs_need_preemption: frozenset[FlavorResource]
+
+
+def satisfies_policy(policy: PreemptionPolicy, preemptor: Workload, candidate: Workload) -> bool:
+    """Kueue's policy test on effective priorities and queue-order timestamps (§6.2)."""
+    if policy == PreemptionPolicy.ANY:
+        return True
+    if policy == PreemptionPolicy.LOWER_PRIORITY:
+        return candidate.priority < preemptor.priority
+    if policy == PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY:
+        if candidate.priority < preemptor.priority:
+            return True
+        return candidate.priority == preemptor.priority and preemptor.creation_time < candidate.creation_time
+    return False
+
+
+def uses_resources(victim: AdmittedWorkload, frs: Set[FlavorResource]) -> bool:
+    return any(fr in frs for fr in victim.usage)
+
+
+def candidate_order_key(candidate: AdmittedWorkload, preemptor_cq: str) -> tuple[int, int, float, str]:
+    """§6.5: other queues first, lower priority, most recent quota reservation, then uid/key."""
+    own = 1 if candidate.cluster_queue == preemptor_cq else 0
+    return (own, candidate.priority, -candidate.quota_reserved_time, candidate.workload.uid or candidate.key)
+
+
+def _classify(
+    preemptor: Preemptor, cq: ClusterQueue, candidate: AdmittedWorkload, advantage: bool
+) -> Variant:
+    if not uses_resources(candidate, preemptor.frs_need_preemption):
+        return Variant.NEVER
+    same_cq = candidate.cluster_queue == preemptor.cluster_queue
+    policy = cq.preemption.within_cluster_queue if same_cq else cq.preemption.reclaim_within_cohort
+    if not satisfies_policy(policy, preemptor.workload, candidate.workload):
+        return Variant.NEVER
+    if same_cq:
+        return Variant.WITHIN_CQ
+    if advantage:
+        return Variant.HIERARCHICAL_RECLAIM
+    bwc = cq.preemption.borrow_within_cohort
+    if bwc is None or bwc.policy == PreemptionPolicy.NEVER:
+        return Variant.RECLAIM_WITHOUT_BORROWING
+    incoming, other = preemptor.workload.priority, candidate.priority
+    if other >= incoming or (bwc.max_priority_threshold is not None and other > bwc.max_priority_threshold):
+        return Variant.RECLAIM_WITHOUT_BORROWING
+    return Variant.RECLAIM_WHILE_BORROWING
+
+
+def _from_queue(
+    state: ClusterState, preemptor: Preemptor, queue: QuotaNode, lca: QuotaNode | None, advantage: bool
+) -> list[Candidate]:
+    cq = state.cluster_queue(preemptor.cluster_queue)
+    found = []
+    for victim in state.by_queue.get(queue.name, {}).values():
+        variant = _classify(preemptor, cq, victim, advantage)
+        if variant is not Variant.NEVER:
+            found.append(Candidate(victim, variant, lca))
+    return found
+
+
+def _collect_in_subtree(
+    state: ClusterState,
+    preemptor: Preemptor,
+    cohort: QuotaNode,
+    subtree_root: QuotaNode,
+    skip: QuotaNode | None,
+    advantage: bool,
+    out: list[Candidate],
+) -> None:
+    own = state.node(preemptor.cluster_queue)
+    for child in cohort.child_cohorts():
+        if child is skip or child.within_nominal(preemptor.frs_need_preemption):
+            continue
+        _collect_in_subtree(state, preemptor, child, subtree_root, skip, advantage, out)
+    for child in cohort.child_queues():
+        if child is not own and not child.within_nominal(preemptor.frs_need_preemption):
+            out.extend(_from_queue(state, preemptor, child, subtree_root, advantage))
+
+
+def collect_candidates(state: ClusterState, preemptor: Preemptor) -> tuple[list[Candidate], bool, bool]:
+    """§6.3-6.5: ordered candidates, and whether any come from other queues / hierarchical reclaim."""
+    cq = state.cluster_queue(preemptor.cluster_queue)
+    node = state.node(preemptor.cluster_queue)
+    same: list[Candidate] = []
+    if cq.preemption.within_cluster_queue != PreemptionPolicy.NEVER:
+        same = _from_queue(state, preemptor, node, None, False)
+    hierarchy: list[Candidate] = []
+    by_priority: list[Candidate] = []
+    if node.parent is not None and cq.preemption.reclaim_within_cohort != PreemptionPolicy.NEVER:
+        advantage, remaining = quantities_fit_in_quota(node, preemptor.usage)
+        previous: QuotaNode | None = None
+        for ancestor in node.path_to_root():
+            target_list = hierarchy if advantage else by_priority
+            _collect_in_subtree(state, preemptor, ancestor, ancestor, previous, advantage, target_list)
+            fits, remaining = quantities_fit_in_quota(ancestor, remaining)
+            advantage = advantage or fits
+            previous = ancestor
+    for group in (same, hierarchy, by_priority):
+        group.sort(key=lambda c: candidate_order_key(c.victim, preemptor.cluster_queue))
+    ordered = hierarchy + by_priority + same
+    return ordered, bool(hierarchy or by_priority), bool(hierarchy)
+
+
+def _valid(state: ClusterState, preemptor: Preemptor, candidate: Candidate, allow_borrowing: bool) -> bool:
+    """§6.7: a candidate of another queue stays valid only while that queue (and its path) borrows."""
+    if candidate.victim.cluster_queue == preemptor.cluster_queue:
+        return True
+    if allow_borrowing and candidate.variant is Variant.RECLAIM_WITHOUT_BORROWING:
+        return False
+    node = state.node(candidate.victim.cluster_queue)
+    if node.within_nominal(preemptor.frs_need_preemption):
+        return False
+    for ancestor in node.path_to_root():
+        if ancestor is candidate.lca:
+            break
+        if ancestor.within_nominal(preemptor.frs_need_preemption):
+            return False
+    return True
+
+
+def workload_fits(state: ClusterState, preemptor: Preemptor, allow_borrowing: bool) -> bool:
+    """Whether the preemptor's usage fits now; without borrowing it must also stay within nominal."""
+    node = state.node(preemptor.cluster_queue)
+    for fr, amount in preemptor.usage.items():
+        if not allow_borrowing and node.borrowing_with(fr, amount):
+            return False
+        if amount > available(node, fr):
+            return False
+    return True
+
+
+def _greedy(
+    state: ClusterState, preemptor: Preemptor, candidates: list[Candidate], allow_borrowing: bool
+) -> list[Target]:
+    """§6.7 and §6.8: remove candidates until the preemptor fits, then put back what is not needed.
+
+    The fill-back walks the targets in reverse, never re-adding the last one;
+    a target whose return still lets the preemptor fit stays admitted. The
+    state is restored before returning.
+    """
+    removed: list[Target] = []
+    try:
+        for candidate in candidates:
+            if not _valid(state, preemptor, candidate, allow_borrowing):
+                continue
+            victim = candidate.victim
+            state.tree.remove(victim.cluster_queue, victim.usage)
+            removed.append(Target(victim, candidate.variant.reason))
+            if workload_fits(state, preemptor, allow_borrowing):
+                break
+        else:
+            return []
+        for i in range(len(removed) - 2, -1, -1):
+            victim = removed[i].victim
+            state.tree.add(victim.cluster_queue, victim.usage)
+            if workload_fits(state, preemptor, allow_borrowing):
+                removed.pop(i)  # not needed: it stays admitted (its usage stays added)
+            else:
+                state.tree.remove(victim.cluster_queue, victim.usage)
+        return list(removed)
+    finally:
+        for target in removed:
+            state.tree.add(target.victim.cluster_queue, target.victim.usage)
+
+
+def _under_nominal(state: ClusterState, preemptor: Preemptor) -> bool:
+    """Strictly under nominal in every (flavor, resource) needing preemption."""
+    node = state.node(preemptor.cluster_queue)
+    return all(node.usage.get(fr, 0) < node.nominal(fr) for fr in preemptor.frs_need_preemption)
+
+
+def attempts(
+    state: ClusterState, preemptor: Preemptor, from_others: bool, hierarchical: bool
+) -> Iterator[bool]:
+    """§6.6: the borrowing options to try, in order."""
+    cq = state.cluster_queue(preemptor.cluster_queue)
+    bwc = cq.preemption.borrow_within_cohort
+    forbidden = bwc is None or bwc.policy == PreemptionPolicy.NEVER
+    if not from_others or (forbidden and not _under_nominal(state, preemptor)):
+        yield True
+    elif forbidden and not hierarchical:
+        yield False
+        yield True
+    else:
+        yield True
+        yield False
+
+
+def classical_targets(state: ClusterState, preemptor: Preemptor) -> list[Target]:
+    """The minimal set of workloads to evict so that the preemptor fits; empty if impossible."""
+    candidates, from_others, hierarchical = collect_candidates(state, preemptor)
+    if not candidates:
+        return []
+    for allow_borrowing in attempts(state, preemptor, from_others, hierarchical):
+        targets = _greedy(state, preemptor, candidates, allow_borrowing)
+        if targets:
+            return targets
+    return []

@@ -1,0 +1,155 @@
+"""Pending workloads per ClusterQueue: the heap, the inadmissible set and requeue rules (kueue-semantics §5).
+
+Order within a queue: sticky preemptor first (BestEffortFIFO), higher
+priority, earlier queue-order timestamp, then uid / key. A head that failed
+goes back to the heap at once under StrictFIFO (so it blocks those behind it)
+and for transient reasons under BestEffortFIFO; otherwise it waits in the
+inadmissible set until capacity in its cohort tree may have changed.
+Equal-shaped workloads follow a head that found no fit into the inadmissible
+set without evaluation (scheduling equivalence hashing, §5.4).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gpuq.core.model import QueueingStrategy, Workload
+
+
+class RequeueReason(StrEnum):
+    """Why a head went back to its queue (Kueue's RequeueReason)."""
+
+    NO_FIT = "NoFit"
+    PREEMPTION_NO_CANDIDATES = "PreemptionNoCandidates"
+    FAILED_AFTER_NOMINATION = "FailedAfterNomination"
+    PENDING_PREEMPTION = "PendingPreemption"
+    NAMESPACE_MISMATCH = "NamespaceMismatch"
+    INACTIVE = "Inactive"
+
+
+IMMEDIATE = frozenset({RequeueReason.FAILED_AFTER_NOMINATION, RequeueReason.PENDING_PREEMPTION})
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEntry:
+    workload: Workload
+    cluster_queue: str
+
+
+def shape_of(workload: Workload) -> tuple[object, ...]:
+    """Scheduling-equivalence hash input: priority and pod-set shapes."""
+    return (
+        workload.priority,
+        tuple(
+            (
+                ps.name,
+                ps.count,
+                ps.min_count,
+                tuple(sorted(ps.requests.items())),
+                tuple(sorted(ps.node_selector.items())),
+                ps.node_affinity,
+                ps.tolerations,
+            )
+            for ps in workload.pod_sets
+        ),
+    )
+
+
+class ClusterQueueQueue:
+    """One ClusterQueue's pending workloads."""
+
+    def __init__(self, name: str, strategy: QueueingStrategy) -> None:
+        self.name = name
+        self.strategy = strategy
+        self._heap: list[tuple[int, int, float, str, int]] = []
+        self._entries: dict[str, Workload] = {}  # in the heap (lazy deletion by generation)
+        self._generation: dict[str, int] = {}
+        self.inadmissible: dict[str, Workload] = {}
+        self._key_by_gen: dict[int, str] = {}
+        self._shapes: dict[str, tuple[object, ...]] = {}
+        self._sticky: str | None = None
+        self._counter = 0
+
+    def __len__(self) -> int:
+        return len(self._entries) + len(self.inadmissible)
+
+    @property
+    def active_count(self) -> int:
+        return len(self._entries)
+
+    def push(self, workload: Workload) -> None:
+        key = workload.key
+        self.inadmissible.pop(key, None)
+        self._counter += 1
+        self._key_by_gen.pop(self._generation.get(key, -1), None)
+        self._generation[key] = self._counter
+        self._key_by_gen[self._counter] = key
+        self._entries[key] = workload
+        if key not in self._shapes:
+            self._shapes[key] = shape_of(workload)
+        sticky = 0 if key == self._sticky else 1
+        heapq.heappush(
+            self._heap,
+            (sticky, -workload.priority, workload.creation_time, workload.uid or key, self._counter),
+        )
+
+    def head(self) -> Workload | None:
+        """The workload at the top of the heap, without removing it."""
+        while self._heap:
+            gen = self._heap[0][4]
+            key = self._key_by_gen.get(gen)
+            if key is not None and self._generation.get(key) == gen and key in self._entries:
+                return self._entries[key]
+            heapq.heappop(self._heap)
+            self._key_by_gen.pop(gen, None)
+        return None
+
+    def delete(self, key: str) -> None:
+        self._entries.pop(key, None)
+        self.inadmissible.pop(key, None)
+        self._generation.pop(key, None)
+        self._shapes.pop(key, None)
+        if self._sticky == key:
+            self._sticky = None
+
+    def requeue(self, workload: Workload, reason: RequeueReason) -> None:
+        """Handle a head that was not admitted, per the queueing strategy (§5.2)."""
+        key = workload.key
+        if reason == RequeueReason.PENDING_PREEMPTION and self.strategy == QueueingStrategy.BEST_EFFORT_FIFO:
+            self._sticky = key
+            self.push(workload)  # re-push so that it sorts first
+            return
+        strict = self.strategy == QueueingStrategy.STRICT_FIFO and reason != RequeueReason.NAMESPACE_MISMATCH
+        if strict or reason in IMMEDIATE:
+            if key not in self._entries:
+                self.push(workload)
+            return
+        self._entries.pop(key, None)
+        self.inadmissible[key] = workload
+
+    def park_equivalent(self, workload: Workload) -> int:
+        """Move every queued workload shaped like ``workload`` to the inadmissible set (§5.4)."""
+        shape = self._shapes.get(workload.key) or shape_of(workload)
+        moved = [k for k in self._entries if self._shapes[k] == shape]
+        for key in moved:
+            self.inadmissible[key] = self._entries.pop(key)
+        return len(moved)
+
+    def requeue_inadmissible(self) -> int:
+        """Return every inadmissible workload to the heap (capacity may have changed)."""
+        waiting = list(self.inadmissible.values())
+        self.inadmissible.clear()
+        for workload in waiting:
+            self.push(workload)
+        return len(waiting)
+
+    def clear_sticky(self, key: str) -> None:
+        if self._sticky == key:
+            self._sticky = None
+
+    def pending(self) -> Iterable[Workload]:
+        yield from self._entries.values()
+        yield from self.inadmissible.values()
