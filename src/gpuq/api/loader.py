@@ -76,17 +76,18 @@ def load(paths: Sequence[str], stdin: TextIO | None = None) -> LoadResult:
     """
     diagnostics: list[Diagnostic] = []
     manifests: list[Manifest] = []
+    broken: list[validation.ObjectKey] = []
     for path, text in _read_inputs(paths, stdin, diagnostics):
         documents, errors = parse_documents(path, text)
         diagnostics += errors
         for document in documents:
             for item in expand_lists(document, diagnostics):
-                manifest = read_manifest(item, diagnostics)
+                manifest = read_manifest(item, diagnostics, broken)
                 if manifest is not None:
                     manifests.append(manifest)
     for manifest in manifests:
         diagnostics += validation.validate_object(manifest)
-    diagnostics += validation.validate_references(manifests)
+    diagnostics += validation.validate_references(manifests, broken)
     config, workloads = None, ()
     if not any(d.severity == "error" for d in diagnostics):
         config, workloads = convert.convert(manifests)
@@ -209,8 +210,14 @@ def expand_lists(document: Document, diagnostics: list[Diagnostic]) -> Iterator[
 # --- step 3: typed objects ------------------------------------------------------------------
 
 
-def read_manifest(document: Document, diagnostics: list[Diagnostic]) -> Manifest | None:
-    """Turn one document into a :class:`Manifest`, appending what was wrong to ``diagnostics``."""
+def read_manifest(
+    document: Document, diagnostics: list[Diagnostic], broken: list[validation.ObjectKey] | None = None
+) -> Manifest | None:
+    """Turn one document into a :class:`Manifest`, appending what was wrong to ``diagnostics``.
+
+    Objects of a known kind that fail type validation are added to ``broken``
+    so that references to them are not reported as missing as well.
+    """
     data = document.data
     if not isinstance(data, dict):
         diagnostics.append(_doc_error(document, (), f"document is not a mapping (got {type(data).__name__})"))
@@ -223,7 +230,7 @@ def read_manifest(document: Document, diagnostics: list[Diagnostic]) -> Manifest
     assert isinstance(api_version, str) and isinstance(kind, str)
     sources = _sources()
     if sources is not None and sources.is_source(api_version, kind):
-        return _read_source(document, sources, diagnostics)
+        return _read_source(document, sources, diagnostics, broken)
     model = kueue.model_for(api_version, kind)
     if model is None:
         message = f"unknown kind {kind!r} in apiVersion {api_version!r}"
@@ -231,7 +238,7 @@ def read_manifest(document: Document, diagnostics: list[Diagnostic]) -> Manifest
         return None
     upgraded, renames = kueue.upgrade(data)
     lines = _renamed_lines(document.lines, renames)
-    return _validate_model(document, model, upgraded, lines, (kind, _name_of(data)), diagnostics)
+    return _validate_model(document, model, upgraded, lines, (kind, _name_of(data)), diagnostics, broken)
 
 
 def _validate_model(
@@ -241,6 +248,7 @@ def _validate_model(
     lines: dict[FieldPath, int],
     display: tuple[str, str],
     diagnostics: list[Diagnostic],
+    broken: list[validation.ObjectKey] | None = None,
 ) -> Manifest | None:
     """Validate ``data`` against ``model``; ``display`` is the (Kind, name) diagnostics show."""
     kind, name = display
@@ -250,12 +258,19 @@ def _validate_model(
         parsed = model.model_validate(data)
     except ValidationError as err:
         diagnostics += [located.diagnostic(_loc(e["loc"]), _message(e)) for e in err.errors()]
+        if broken is not None:
+            broken.append((model, namespace, _name_of(data)))
         return None
     diagnostics += [located.diagnostic(p, "unknown field", "warning") for p in unknown_fields(parsed, ())]
     return Manifest(document.path, document.line, kind, name, namespace, parsed, lines)
 
 
-def _read_source(document: Document, sources: ModuleType, diagnostics: list[Diagnostic]) -> Manifest | None:
+def _read_source(
+    document: Document,
+    sources: ModuleType,
+    diagnostics: list[Diagnostic],
+    broken: list[validation.ObjectKey] | None,
+) -> Manifest | None:
     data = document.data
     kind, name = str(data["kind"]), _name_of(data)
     try:
@@ -266,7 +281,7 @@ def _read_source(document: Document, sources: ModuleType, diagnostics: list[Diag
         diagnostics.append(Diagnostic(document.path, line, kind, name, err.field, err.message))
         return None
     source_doc = Document(document.path, document.line, workload, {})
-    return _validate_model(source_doc, kueue.Workload, workload, {}, (kind, name), diagnostics)
+    return _validate_model(source_doc, kueue.Workload, workload, {}, (kind, name), diagnostics, broken)
 
 
 def _sources() -> ModuleType | None:

@@ -437,7 +437,9 @@ _CHECKS: dict[type[Any], Callable[[Any], Findings]] = {
 
 # --- whole configuration --------------------------------------------------------------------
 
-Index = dict[type[Any], dict[tuple[str, str], Manifest]]
+Index = dict[type[Any], dict[tuple[str, str], Manifest | None]]
+ObjectKey = tuple[type[Any], str, str]
+"""(model type, namespace, name) of an object."""
 
 
 def index_manifests(manifests: Sequence[Manifest]) -> Index:
@@ -456,9 +458,15 @@ def _object_name(manifest: Manifest) -> str:
     )
 
 
-def validate_references(manifests: Sequence[Manifest]) -> list[Diagnostic]:
-    """Cross-object checks: duplicates, dangling references, cohort cycles, priority classes."""
+def validate_references(manifests: Sequence[Manifest], broken: Sequence[ObjectKey] = ()) -> list[Diagnostic]:
+    """Cross-object checks: duplicates, dangling references, cohort cycles, priority classes.
+
+    ``broken`` names objects that exist but failed type validation: references
+    to them are not reported again.
+    """
     index = index_manifests(manifests)
+    for kind, namespace, name in broken:
+        index.setdefault(kind, {}).setdefault((namespace, name), None)
     out = list(_duplicates(manifests))
     out += _local_queue_targets(index)
     out += _cluster_queue_references(index)
@@ -483,13 +491,18 @@ def _duplicates(manifests: Sequence[Manifest]) -> Iterator[Diagnostic]:
         yield earlier.diagnostic((), f"duplicate {kind}: also defined at {manifest.path}:{manifest.line}")
 
 
+def _present(index: Index, kind: type[Any]) -> list[Manifest]:
+    """The parsed manifests of ``kind`` (objects that failed type validation left out)."""
+    return [m for m in index.get(kind, {}).values() if m is not None]
+
+
 def _names(index: Index, kind: type[Any]) -> set[str]:
     return {name for _ns, name in index.get(kind, {})}
 
 
 def _local_queue_targets(index: Index) -> Iterator[Diagnostic]:
     queues = _names(index, kueue.ClusterQueue)
-    for manifest in index.get(kueue.LocalQueue, {}).values():
+    for manifest in _present(index, kueue.LocalQueue):
         target = manifest.model.spec.cluster_queue
         if target not in queues:
             yield manifest.diagnostic(("spec", "clusterQueue"), f"ClusterQueue {target!r} not found")
@@ -498,7 +511,7 @@ def _local_queue_targets(index: Index) -> Iterator[Diagnostic]:
 def _cluster_queue_references(index: Index) -> Iterator[Diagnostic]:
     flavors = _names(index, kueue.ResourceFlavor)
     checks = _names(index, kueue.AdmissionCheck)
-    for manifest in index.get(kueue.ClusterQueue, {}).values():
+    for manifest in _present(index, kueue.ClusterQueue):
         spec = manifest.model.spec
         for gi, group in enumerate(spec.resource_groups):
             for fi, flavor in enumerate(group.flavors):
@@ -514,7 +527,7 @@ def _cluster_queue_references(index: Index) -> Iterator[Diagnostic]:
 
 def _flavor_topologies(index: Index) -> Iterator[Diagnostic]:
     topologies = _names(index, kueue.Topology)
-    for manifest in index.get(kueue.ResourceFlavor, {}).values():
+    for manifest in _present(index, kueue.ResourceFlavor):
         name = manifest.model.spec.topology_name
         if name is not None and name not in topologies:
             yield manifest.diagnostic(("spec", "topologyName"), f"Topology {name!r} not found")
@@ -522,7 +535,7 @@ def _flavor_topologies(index: Index) -> Iterator[Diagnostic]:
 
 def _admission_check_parameters(index: Index) -> Iterator[Diagnostic]:
     configs = _names(index, kueue.ProvisioningRequestConfig)
-    for manifest in index.get(kueue.AdmissionCheck, {}).values():
+    for manifest in _present(index, kueue.AdmissionCheck):
         params = manifest.model.spec.parameters
         if (
             params is None
@@ -537,7 +550,7 @@ def _admission_check_parameters(index: Index) -> Iterator[Diagnostic]:
 
 def _cohort_cycles(index: Index) -> Iterator[Diagnostic]:
     """Every cohort on a ``parentName`` cycle gets one error naming the whole cycle."""
-    cohorts = {name: m for (_ns, name), m in index.get(kueue.Cohort, {}).items()}
+    cohorts = {m.model.metadata.name: m for m in _present(index, kueue.Cohort)}
     parent = {name: m.model.spec.parent_name for name, m in cohorts.items() if m.model.spec.parent_name}
     reported: set[str] = set()
     for start in sorted(parent):
@@ -560,7 +573,7 @@ def _workload_references(index: Index) -> Iterator[Diagnostic]:
         kueue.WPC_SOURCE: _names(index, kueue.WorkloadPriorityClass),
         kueue.POD_PC_SOURCE: _names(index, kueue.PriorityClass),
     }
-    for manifest in index.get(kueue.Workload, {}).values():
+    for manifest in _present(index, kueue.Workload):
         wl = manifest.model
         if wl.spec.queue_name and (manifest.namespace, wl.spec.queue_name) not in local_queues:
             message = f"LocalQueue {wl.spec.queue_name!r} not found in namespace {manifest.namespace!r}"
@@ -577,7 +590,7 @@ def _workload_references(index: Index) -> Iterator[Diagnostic]:
 
 
 def _global_defaults(index: Index) -> Iterator[Diagnostic]:
-    defaults = [m for m in index.get(kueue.PriorityClass, {}).values() if m.model.global_default]
+    defaults = [m for m in _present(index, kueue.PriorityClass) if m.model.global_default]
     for manifest in defaults[1:]:
         first = defaults[0]
         message = (

@@ -1,0 +1,98 @@
+"""gpuq.api.pods: Kubernetes effective pod requests."""
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from gpuq.api.pods import effective_pod_requests
+from gpuq.api.quantity import QuantityError
+
+
+def c(
+    requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = None, **extra: Any
+) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if requests is not None:
+        resources["requests"] = requests
+    if limits is not None:
+        resources["limits"] = limits
+    return {"name": "c", "resources": resources, **extra}
+
+
+SIDECAR = {"restartPolicy": "Always"}
+
+CASES: list[tuple[str, dict[str, Any], dict[str, Decimal]]] = [
+    ("no containers request nothing", {"containers": []}, {}),
+    (
+        "regular containers add up",
+        {"containers": [c({"cpu": "500m", "memory": "1Gi"}), c({"cpu": "1"})]},
+        {"cpu": Decimal("1.5"), "memory": Decimal(2**30)},
+    ),
+    (
+        "a big init container sets the peak",
+        {"initContainers": [c({"cpu": "4"})], "containers": [c({"cpu": "1"}), c({"cpu": "1"})]},
+        {"cpu": Decimal(4)},
+    ),
+    (
+        "a small init container does not matter",
+        {"initContainers": [c({"cpu": "1"})], "containers": [c({"cpu": "3"})]},
+        {"cpu": Decimal(3)},
+    ),
+    (
+        "init containers run one at a time",
+        {"initContainers": [c({"cpu": "2"}), c({"cpu": "3"})], "containers": [c({"cpu": "1"})]},
+        {"cpu": Decimal(3)},
+    ),
+    (
+        "a sidecar adds to the regular containers",
+        {"initContainers": [c({"cpu": "1"}, **SIDECAR)], "containers": [c({"cpu": "2"})]},
+        {"cpu": Decimal(3)},
+    ),
+    (
+        "an init container after a sidecar runs next to it",
+        {
+            "initContainers": [c({"cpu": "1"}, **SIDECAR), c({"cpu": "4"})],
+            "containers": [c({"cpu": "1"})],
+        },
+        {"cpu": Decimal(5)},
+    ),
+    (
+        "an init container before a sidecar runs alone",
+        {
+            "initContainers": [c({"cpu": "4"}), c({"cpu": "1"}, **SIDECAR)],
+            "containers": [c({"cpu": "1"})],
+        },
+        {"cpu": Decimal(4)},
+    ),
+    (
+        "overhead is added on top",
+        {"containers": [c({"cpu": "1"})], "overhead": {"cpu": "250m", "memory": "64Mi"}},
+        {"cpu": Decimal("1.25"), "memory": Decimal(64 * 2**20)},
+    ),
+    (
+        "limits stand in for missing requests",
+        {"containers": [c(limits={"nvidia.com/gpu": 2, "cpu": "2"}, requests={"cpu": "1"})]},
+        {"cpu": Decimal(1), "nvidia.com/gpu": Decimal(2)},
+    ),
+    (
+        "limits only container",
+        {"containers": [c(limits={"memory": "1Gi"})]},
+        {"memory": Decimal(2**30)},
+    ),
+    (
+        "containers without resources request nothing",
+        {"containers": [{"name": "a"}, {"name": "b", "resources": None}]},
+        {},
+    ),
+]
+
+
+@pytest.mark.parametrize(("spec", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_effective_pod_requests(spec: dict[str, Any], expected: dict[str, Decimal]) -> None:
+    assert effective_pod_requests(spec) == expected
+
+
+def test_malformed_quantity_raises() -> None:
+    with pytest.raises(QuantityError):
+        effective_pod_requests({"containers": [c({"cpu": "lots"})]})
