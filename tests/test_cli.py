@@ -1,0 +1,146 @@
+"""The ``gpuq`` command as a user runs it: exit codes, output shapes, error lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gpuq.cli import app
+
+EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "symbol-retail")
+NOW = "1796023000"
+runner = CliRunner()
+
+QUEUE = """\
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: gpu}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: gpu
+      resources: [{name: nvidia.com/gpu, nominalQuota: 4}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: q, namespace: default}
+spec: {clusterQueue: team}
+"""
+
+
+def job(name: str, gpus: int, created: str) -> str:
+    return f"""\
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  namespace: default
+  creationTimestamp: "{created}"
+  labels: {{kueue.x-k8s.io/queue-name: q}}
+spec:
+  template:
+    spec:
+      containers:
+      - name: c
+        image: busybox
+        resources: {{requests: {{nvidia.com/gpu: "{gpus}"}}}}
+"""
+
+
+def test_validate_accepts_the_bundled_example() -> None:
+    result = runner.invoke(app, ["validate", "-f", EXAMPLE])
+    assert result.exit_code == 0, result.output
+    assert "valid: 3 ClusterQueue(s)" in result.output
+
+
+def test_admit_json_has_the_documented_shape() -> None:
+    result = runner.invoke(app, ["admit", "-f", EXAMPLE, "-o", "json", "--now", NOW])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert list(document) == ["cycles", "admitted", "preempted", "pending"]
+    ranker = document["admitted"]["recsys/pytorchjob-holiday-ranker-97845"]
+    assert ranker["clusterQueue"] == "recsys"
+    assert ranker["podSets"]["worker"] == {
+        "count": 4,
+        "flavors": {"cpu": "h100-ondemand", "memory": "h100-ondemand", "nvidia.com/gpu": "h100-ondemand"},
+    }
+    victim = {"by": "recsys/job-feature-backfill-5d0bc", "reason": "InCohortReclamation"}
+    assert document["preempted"] == {"research/notebook-vision-sweep": victim}
+    tokenizer = document["pending"]["research/pod-notebook-tokenizer-14d8b"]
+    assert "insufficient unused quota for nvidia.com/gpu" in tokenizer
+
+
+def test_admit_one_cycle_is_exactly_one_kueue_cycle() -> None:
+    result = runner.invoke(app, ["admit", "-f", EXAMPLE, "--cycles", "1", "-o", "json", "--now", NOW])
+    document = json.loads(result.stdout)
+    assert document["cycles"] == 1
+    assert document["preempted"] == {}
+    assert sorted(document["admitted"]) == [
+        "llm-finetune/job-llama-sft-returns-75064",
+        "recsys/pytorchjob-holiday-ranker-97845",
+        "research/pod-notebook-ab-analysis-05457",
+    ]
+
+
+def test_admit_yaml_matches_json() -> None:
+    as_json = json.loads(runner.invoke(app, ["admit", "-f", EXAMPLE, "-o", "json", "--now", NOW]).stdout)
+    as_yaml = yaml.safe_load(runner.invoke(app, ["admit", "-f", EXAMPLE, "-o", "yaml", "--now", NOW]).stdout)
+    assert as_json == as_yaml
+
+
+def test_admit_table_names_every_section() -> None:
+    result = runner.invoke(app, ["admit", "-f", EXAMPLE, "--now", NOW])
+    assert result.exit_code == 0
+    for title in ("Admitted", "Preempted", "Pending", "Quota usage"):
+        assert title in result.stdout
+
+
+def test_admit_reads_stdin() -> None:
+    manifests = QUEUE + job("small", 2, "2026-01-01T00:00:00Z") + job("big", 4, "2026-01-01T00:01:00Z")
+    result = runner.invoke(app, ["admit", "-f", "-", "-o", "json", "--now", NOW], input=manifests)
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    (admitted,) = document["admitted"]
+    assert admitted.startswith("default/job-small-")
+    (big,) = document["pending"].values()
+    assert "insufficient unused quota for nvidia.com/gpu in flavor gpu, 2 more needed" in big
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("kind: [unclosed\n", "bad.yaml:2: malformed YAML"),
+        ("apiVersion: kueue.x-k8s.io/v1beta2\nkind: Gizmo\nmetadata: {name: g}\n", "Gizmo"),
+        (
+            QUEUE.replace("nominalQuota: 4", "nominalQuota: -4"),
+            "ClusterQueue/team: spec.resourceGroups[0].flavors[0].resources[0].nominalQuota",
+        ),
+    ],
+    ids=["malformed YAML names the line", "an unknown kind is an error", "a negative quota names its field"],
+)
+def test_validate_reports_errors_with_location_and_exit_1(tmp_path: Path, text: str, expected: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    result = runner.invoke(app, ["validate", "-f", str(bad)])
+    assert result.exit_code == 1
+    assert expected in result.stderr
+    assert str(bad) in result.stderr
+
+
+def test_admit_refuses_invalid_manifests(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(QUEUE.replace("clusterQueue: team", "clusterQueue: missing"))
+    result = runner.invoke(app, ["admit", "-f", str(bad)])
+    assert result.exit_code == 1
+    assert "missing" in result.stderr
