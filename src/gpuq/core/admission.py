@@ -86,22 +86,49 @@ class Scheduler:
         """Queue a pending workload, or account for one that already holds quota."""
         self.workloads[workload.key] = workload
         if workload.admission is not None:
-            cq_name = workload.admission.cluster_queue
-            if cq_name in self.state.by_queue:
-                usage = admission_usage(workload.admission)
-                reserved = workload.quota_reserved_time or workload.creation_time
-                self.state.reserve(AdmittedWorkload(workload, cq_name, usage, reserved))
-                self.reserved_checks[workload.key] = dict(workload.admission_checks)
-                return
-            self.unqueued[workload.key] = Pending(
-                workload.key, "Misconfigured", f"ClusterQueue {cq_name} not found"
-            )
+            self._submit_reserved(workload)
             return
         target, problem = self.route(workload)
         if target is None:
             self.unqueued[workload.key] = Pending(workload.key, "Inadmissible", problem)
             return
         self.queues[target].push(workload)
+
+    def _submit_reserved(self, workload: Workload) -> None:
+        """A workload with ``status.admission``: it holds quota unless a check evicted it (§10.3)."""
+        assert workload.admission is not None
+        cq_name = workload.admission.cluster_queue
+        checks = workload.admission_checks
+        rejected = sorted(n for n, s in checks.items() if s == CheckState.REJECTED)
+        retry = sorted(n for n, s in checks.items() if s == CheckState.RETRY)
+        if rejected:
+            message = f"admission check {', '.join(rejected)} rejected the workload; it is deactivated"
+            self.unqueued[workload.key] = Pending(workload.key, "Deactivated", message, cq_name)
+            return
+        if retry or cq_name not in self.state.by_queue:
+            # Evicted by an admission check (or its queue is gone): quota released, back to its queue.
+            requeued = replace(workload, admission=None, admission_checks={})
+            self.workloads[workload.key] = requeued
+            self.submit(requeued)
+            return
+        usage = admission_usage(workload.admission)
+        reserved = workload.quota_reserved_time or workload.creation_time
+        self.state.reserve(AdmittedWorkload(workload, cq_name, usage, reserved))
+        self.reserved_checks[workload.key] = dict(checks)
+
+    def awaiting_checks(self) -> dict[str, Pending]:
+        """Workloads holding quota whose admission checks are not all Ready (QuotaReserved only)."""
+        waiting = {}
+        for key, states in sorted(self.reserved_checks.items()):
+            not_ready = sorted(f"{n} ({s})" for n, s in states.items() if s != CheckState.READY)
+            if not_ready:
+                cq_name = self.state.admitted[key].cluster_queue
+                message = (
+                    f"Quota reserved in ClusterQueue {cq_name}, waiting for admission checks: "
+                    + ", ".join(not_ready)
+                )
+                waiting[key] = Pending(key, "QuotaReserved", message, cq_name)
+        return waiting
 
     def route(self, workload: Workload) -> tuple[str | None, str]:
         """The ClusterQueue a workload's LocalQueue points to, or why there is none."""
@@ -270,10 +297,7 @@ class Scheduler:
             pending.append(self._pending(entry, _nofit_message(entry)))
             return
         if any(t.victim.key in victims for t in entry.targets):
-            entry.requeue = RequeueReason.FAILED_AFTER_NOMINATION
-            pending.append(
-                self._pending(entry, "Workload has overlapping preemption targets with another workload")
-            )
+            self._overlapping(entry, cycle_usage, victims, pending)
             return
         removal = list(victims.values()) + [t.victim for t in entry.targets]
         with self.state.simulate_removal(removal):
@@ -305,6 +329,33 @@ class Scheduler:
             )
             return
         admitted.append(self._admit(entry, cq, assignment))
+
+    def _overlapping(
+        self,
+        entry: Entry,
+        cycle_usage: list[tuple[str, dict[FlavorResource, int]]],
+        victims: dict[str, AdmittedWorkload],
+        pending: list[Pending],
+    ) -> None:
+        """§3.6c: targets already chosen this cycle; with them gone, does it fit as assigned?
+
+        A fit becomes a deferred fit: its quota is held for the rest of the cycle
+        and it waits for those evictions; otherwise the entry is skipped.
+        """
+        assert entry.assignment is not None
+        usage = dict(entry.assignment.usage)
+        node = self.state.node(entry.cluster_queue)
+        with self.state.simulate_removal(victims.values()):
+            fits = all(amount <= available(node, fr) for fr, amount in usage.items())
+        entry.requeue = RequeueReason.FAILED_AFTER_NOMINATION
+        if not fits:
+            message = "Workload has overlapping preemption targets with another workload"
+            pending.append(self._pending(entry, message))
+            return
+        self.state.tree.add(entry.cluster_queue, usage)
+        cycle_usage.append((entry.cluster_queue, usage))
+        names = ", ".join(sorted(t.victim.key for t in entry.targets if t.victim.key in victims))
+        pending.append(self._pending(entry, f"Waiting for preempted workloads to be evicted: {names}"))
 
     def _admit(self, entry: Entry, cq: ClusterQueue, assignment: Assignment) -> Admit:
         pod_sets = tuple(
@@ -464,7 +515,7 @@ def run_cycles(scheduler: Scheduler, max_cycles: int | None = None, now: float =
         if not result.changed and scheduler.active_count() == before:
             quiescent = True
             break
-    pending = dict(scheduler.unqueued)
+    pending = {**scheduler.unqueued, **scheduler.awaiting_checks()}
     for queue in scheduler.queues.values():
         for workload in queue.pending():
             why = last_pending.get(workload.key) or _not_tried(scheduler, workload.key, queue.name)
