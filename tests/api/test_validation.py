@@ -13,6 +13,8 @@ import yaml
 
 from gpuq.api.diagnostics import Diagnostic
 from gpuq.api.loader import LoadResult, load
+from gpuq.api.validation import potential_available, potential_available_fallback
+from gpuq.core import model as core
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 Docs = dict[str, dict[str, Any]]
@@ -679,3 +681,37 @@ def test_cohort_within_its_parent_capacity_fits(tmp_path: Path) -> None:
     docs["peer"] = peer
     result = load_docs(tmp_path, docs)
     assert result.errors == (), "\n".join(map(str, result.diagnostics))
+
+
+def _cq(name: str, nominal: int, cohort: str | None = "c", **limits: int) -> core.ClusterQueue:
+    quota = core.ResourceQuota(nominal, limits.get("borrowing"), limits.get("lending"))
+    group = core.ResourceGroup(("gpu",), (core.FlavorQuotas("f", {"gpu": quota}),))
+    return core.ClusterQueue(name, (group,), cohort=cohort)
+
+
+POTENTIAL = [
+    ("a queue without a cohort holds its nominal quota", [_cq("a", 9, None)], [], "a", 9),
+    ("kueue docs example: A borrows what B lends", [_cq("a", 9), _cq("b", 12, lending=1)], [], "a", 10),
+    ("kueue docs example: B borrows all of A", [_cq("a", 9), _cq("b", 12, lending=1)], [], "b", 21),
+    ("a borrowing limit caps the potential", [_cq("a", 9, borrowing=2), _cq("b", 12)], [], "a", 11),
+    (
+        "a parent cohort's pool is reachable",
+        [_cq("a", 1), _cq("b", 2, cohort="d")],
+        [core.Cohort("c", parent="root"), core.Cohort("d", parent="root")],
+        "a",
+        3,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("queues", "cohorts", "queue", "expected"), [p[1:] for p in POTENTIAL], ids=[p[0] for p in POTENTIAL]
+)
+def test_potential_available_fallback(
+    queues: list[core.ClusterQueue], cohorts: list[core.Cohort], queue: str, expected: int
+) -> None:
+    config = core.ClusterConfig(
+        cluster_queues={q.name: q for q in queues}, cohorts={c.name: c for c in cohorts}
+    )
+    assert potential_available_fallback(config, queue, "f", "gpu") == expected
+    assert potential_available(config, queue, "f", "gpu") == expected

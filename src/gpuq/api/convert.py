@@ -237,10 +237,10 @@ class PriorityTable:
 
     @classmethod
     def from_models(cls, models: Sequence[Any]) -> PriorityTable:
-        wpcs = {m.metadata.name: m.value for m in models if isinstance(m, kueue.WorkloadPriorityClass)}
+        wpcs = {str(m.metadata.name): m.value for m in models if isinstance(m, kueue.WorkloadPriorityClass)}
         pcs = [m for m in models if isinstance(m, kueue.PriorityClass)]
         default = next((m.value for m in pcs if m.global_default), 0)
-        return cls(wpcs, {m.metadata.name: m.value for m in pcs}, default)
+        return cls(wpcs, {str(m.metadata.name): m.value for m in pcs}, default)
 
     def resolve(self, wl: kueue.Workload) -> int:
         """Explicit ``spec.priority`` wins; then the referenced class; then the global default, else 0."""

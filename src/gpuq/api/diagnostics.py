@@ -45,7 +45,7 @@ class Diagnostic:
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}:"
-        obj = f" {self.kind}/{self.name}:" if self.kind else ""
+        obj = f" {self.kind}/{self.name}:" if self.name else (f" {self.kind}:" if self.kind else "")
         fld = f" {self.field}:" if self.field else ""
         prefix = "warning: " if self.severity == "warning" else ""
         return f"{where}{obj}{fld} {prefix}{self.message}"

@@ -416,7 +416,7 @@ class WorkloadStatus(Loose):
 
 class Workload(Object):
     spec: WorkloadSpec = Field(default_factory=WorkloadSpec)
-    status: WorkloadStatus = Field(default_factory=WorkloadStatus)  # type: ignore[assignment]
+    status: WorkloadStatus = Field(default_factory=WorkloadStatus)
 
     def priority_class(self) -> tuple[str, str] | None:
         """``(source, name)`` of the referenced priority class, or None; priorityClassRef wins."""

@@ -88,7 +88,8 @@ def load(paths: Sequence[str], stdin: TextIO | None = None) -> LoadResult:
     for manifest in manifests:
         diagnostics += validation.validate_object(manifest)
     diagnostics += validation.validate_references(manifests, broken)
-    config, workloads = None, ()
+    config: ClusterConfig | None = None
+    workloads: tuple[Workload, ...] = ()
     if not any(d.severity == "error" for d in diagnostics):
         config, workloads = convert.convert(manifests)
         diagnostics += validation.validate_capacity(manifests, config, workloads)

@@ -516,8 +516,8 @@ def _cluster_queue_references(index: Index) -> Iterator[Diagnostic]:
         for gi, group in enumerate(spec.resource_groups):
             for fi, flavor in enumerate(group.flavors):
                 if flavor.name not in flavors:
-                    at = ("spec", "resourceGroups", gi, "flavors", fi, "name")
-                    yield manifest.diagnostic(at, f"ResourceFlavor {flavor.name!r} not found")
+                    flavor_at: FieldPath = ("spec", "resourceGroups", gi, "flavors", fi, "name")
+                    yield manifest.diagnostic(flavor_at, f"ResourceFlavor {flavor.name!r} not found")
         rules = spec.admission_checks_strategy.admission_checks if spec.admission_checks_strategy else []
         for ri, rule in enumerate(rules):
             if rule.name not in checks:
@@ -670,7 +670,79 @@ def _pod_set_capacity(
 
 
 def potential_available(config: core.ClusterConfig, cluster_queue: str, flavor: str, resource: str) -> int:
-    """The core's ``potential_available_for`` (Kueue's potentialAvailable, semantics §2.7)."""
-    from gpuq.core.quota import potential_available_for
+    """The core's ``potential_available_for`` (Kueue's potentialAvailable, semantics §2.7).
 
+    Falls back to :func:`potential_available_fallback` while ``gpuq.core.quota`` is absent.
+    """
+    try:
+        from gpuq.core.quota import potential_available_for
+    except ImportError:
+        return potential_available_fallback(config, cluster_queue, flavor, resource)
     return potential_available_for(config, cluster_queue, flavor, resource)
+
+
+def potential_available_fallback(
+    config: core.ClusterConfig, cluster_queue: str, flavor: str, resource: str
+) -> int:
+    """Largest amount ever admissible, computed from the configuration alone (semantics §2.2-2.7).
+
+    1. subtree(CQ) = nominal; subtree(cohort) = own nominal + Σ children (subtree − local);
+    2. local(node) = max(0, subtree − lendingLimit) when a lending limit is set, else 0;
+    3. potential(root) = subtree; potential(node) = local + potential(parent), capped by
+       subtree + borrowingLimit when a borrowing limit is set.
+    """
+    key = (flavor, resource)
+    cq = config.cluster_queues.get(cluster_queue)
+    if cq is None:
+        return 0
+    return _potential(config, ("cq", cq.name), key)
+
+
+_Node = tuple[str, str]  # ("cq" | "cohort", name)
+
+
+def _quota_of(config: core.ClusterConfig, node: _Node, key: tuple[str, str]) -> core.ResourceQuota | None:
+    owner = config.cluster_queues.get(node[1]) if node[0] == "cq" else config.cohorts.get(node[1])
+    for group in owner.resource_groups if owner is not None else ():
+        for flavor in group.flavors:
+            if flavor.name == key[0] and key[1] in flavor.resources:
+                return flavor.resources[key[1]]
+    return None
+
+
+def _parent_of(config: core.ClusterConfig, node: _Node) -> _Node | None:
+    if node[0] == "cq":
+        cohort_name = config.cluster_queues[node[1]].cohort
+    else:
+        cohort_obj = config.cohorts.get(node[1])
+        cohort_name = cohort_obj.parent if cohort_obj is not None else None
+    return ("cohort", cohort_name) if cohort_name else None
+
+
+def _subtree(config: core.ClusterConfig, node: _Node, key: tuple[str, str]) -> int:
+    quota = _quota_of(config, node, key)
+    total = quota.nominal if quota is not None else 0
+    if node[0] == "cohort":
+        children = [("cq", q.name) for q in config.cluster_queues.values() if q.cohort == node[1]]
+        children += [("cohort", c.name) for c in config.cohorts.values() if c.parent == node[1]]
+        total += sum(_subtree(config, c, key) - _local(config, c, key) for c in children)
+    return total
+
+
+def _local(config: core.ClusterConfig, node: _Node, key: tuple[str, str]) -> int:
+    quota = _quota_of(config, node, key)
+    if quota is None or quota.lending_limit is None:
+        return 0
+    return max(0, _subtree(config, node, key) - quota.lending_limit)
+
+
+def _potential(config: core.ClusterConfig, node: _Node, key: tuple[str, str]) -> int:
+    parent = _parent_of(config, node)
+    subtree = _subtree(config, node, key)
+    if parent is None:
+        return subtree
+    value = _local(config, node, key) + _potential(config, parent, key)
+    quota = _quota_of(config, node, key)
+    if quota is not None and quota.borrowing_limit is not None:
+        value = min(value, subtree + quota.borrowing_limit)
+    return value
