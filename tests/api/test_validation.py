@@ -13,8 +13,8 @@ import yaml
 
 from gpuq.api.diagnostics import Diagnostic
 from gpuq.api.loader import LoadResult, load
-from gpuq.api.validation import potential_available, potential_available_fallback
 from gpuq.core import model as core
+from gpuq.core.quota import potential_available_for
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 Docs = dict[str, dict[str, Any]]
@@ -707,11 +707,10 @@ POTENTIAL = [
 @pytest.mark.parametrize(
     ("queues", "cohorts", "queue", "expected"), [p[1:] for p in POTENTIAL], ids=[p[0] for p in POTENTIAL]
 )
-def test_potential_available_fallback(
+def test_potential_available(
     queues: list[core.ClusterQueue], cohorts: list[core.Cohort], queue: str, expected: int
 ) -> None:
     config = core.ClusterConfig(
         cluster_queues={q.name: q for q in queues}, cohorts={c.name: c for c in cohorts}
     )
-    assert potential_available_fallback(config, queue, "f", "gpu") == expected
-    assert potential_available(config, queue, "f", "gpu") == expected
+    assert potential_available_for(config, queue, "f", "gpu") == expected

@@ -22,6 +22,7 @@ from gpuq.api import kueue
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest
 from gpuq.api.pods import quantity_problems
 from gpuq.core import model as core
+from gpuq.core.quota import QuotaTree, potential_available
 
 MAX_RESOURCE_GROUPS = 16
 MAX_FLAVORS_PER_GROUP = 64
@@ -609,7 +610,7 @@ def validate_capacity(
 
     For each pod set and resource with a non-zero request: the ClusterQueue must
     cover the resource, and per-pod × (minCount or count) must not exceed the
-    best flavor's potential capacity (``gpuq.core.quota.potential_available_for``).
+    best flavor's potential capacity (Kueue's potentialAvailable, on a quota tree built once).
     Workloads already holding quota, and those whose queue is unknown, are skipped.
     A namespace the ClusterQueue's selector does not match gives a warning.
     """
@@ -619,6 +620,7 @@ def validate_capacity(
         if isinstance(m.model, kueue.Workload)
     }
     out: list[Diagnostic] = []
+    tree = QuotaTree(config)
     for workload in workloads:
         manifest = by_key.get((workload.namespace, workload.name))
         lq = config.local_queues.get((workload.namespace, workload.queue_name))
@@ -627,7 +629,7 @@ def validate_capacity(
             continue
         out += _namespace_match(manifest, config, cq, workload)
         for index, pod_set in enumerate(workload.pod_sets):
-            out += _pod_set_capacity(manifest, config, cq, pod_set, index)
+            out += _pod_set_capacity(manifest, tree, cq, pod_set, index)
     return out
 
 
@@ -645,7 +647,7 @@ def _namespace_match(
 
 
 def _pod_set_capacity(
-    manifest: Manifest, config: core.ClusterConfig, cq: core.ClusterQueue, pod_set: core.PodSet, index: int
+    manifest: Manifest, tree: QuotaTree, cq: core.ClusterQueue, pod_set: core.PodSet, index: int
 ) -> list[Diagnostic]:
     pods = pod_set.min_count if pod_set.min_count is not None else pod_set.count
     demands = {name: amount * pods for name, amount in pod_set.requests.items() if amount}
@@ -659,7 +661,8 @@ def _pod_set_capacity(
             message = f"cluster queue {cq.name} does not cover resource {resource}"
             out.append(manifest.diagnostic(at, message))
             continue
-        best = max((potential_available(config, cq.name, f.name, resource) for f in group.flavors), default=0)
+        node = tree.cluster_queues[cq.name]
+        best = max((potential_available(node, (f.name, resource)) for f in group.flavors), default=0)
         if total > best:
             message = (
                 f"pod set {pod_set.name!r} needs {total} {resource} ({pods} pods) but cluster queue "
@@ -667,82 +670,3 @@ def _pod_set_capacity(
             )
             out.append(manifest.diagnostic(at, message))
     return out
-
-
-def potential_available(config: core.ClusterConfig, cluster_queue: str, flavor: str, resource: str) -> int:
-    """The core's ``potential_available_for`` (Kueue's potentialAvailable, semantics §2.7).
-
-    Falls back to :func:`potential_available_fallback` while ``gpuq.core.quota`` is absent.
-    """
-    try:
-        from gpuq.core.quota import potential_available_for
-    except ImportError:
-        return potential_available_fallback(config, cluster_queue, flavor, resource)
-    return potential_available_for(config, cluster_queue, flavor, resource)
-
-
-def potential_available_fallback(
-    config: core.ClusterConfig, cluster_queue: str, flavor: str, resource: str
-) -> int:
-    """Largest amount ever admissible, computed from the configuration alone (semantics §2.2-2.7).
-
-    1. subtree(CQ) = nominal; subtree(cohort) = own nominal + Σ children (subtree − local);
-    2. local(node) = max(0, subtree − lendingLimit) when a lending limit is set, else 0;
-    3. potential(root) = subtree; potential(node) = local + potential(parent), capped by
-       subtree + borrowingLimit when a borrowing limit is set.
-    """
-    key = (flavor, resource)
-    cq = config.cluster_queues.get(cluster_queue)
-    if cq is None:
-        return 0
-    return _potential(config, ("cq", cq.name), key)
-
-
-_Node = tuple[str, str]  # ("cq" | "cohort", name)
-
-
-def _quota_of(config: core.ClusterConfig, node: _Node, key: tuple[str, str]) -> core.ResourceQuota | None:
-    owner = config.cluster_queues.get(node[1]) if node[0] == "cq" else config.cohorts.get(node[1])
-    for group in owner.resource_groups if owner is not None else ():
-        for flavor in group.flavors:
-            if flavor.name == key[0] and key[1] in flavor.resources:
-                return flavor.resources[key[1]]
-    return None
-
-
-def _parent_of(config: core.ClusterConfig, node: _Node) -> _Node | None:
-    if node[0] == "cq":
-        cohort_name = config.cluster_queues[node[1]].cohort
-    else:
-        cohort_obj = config.cohorts.get(node[1])
-        cohort_name = cohort_obj.parent if cohort_obj is not None else None
-    return ("cohort", cohort_name) if cohort_name else None
-
-
-def _subtree(config: core.ClusterConfig, node: _Node, key: tuple[str, str]) -> int:
-    quota = _quota_of(config, node, key)
-    total = quota.nominal if quota is not None else 0
-    if node[0] == "cohort":
-        children = [("cq", q.name) for q in config.cluster_queues.values() if q.cohort == node[1]]
-        children += [("cohort", c.name) for c in config.cohorts.values() if c.parent == node[1]]
-        total += sum(_subtree(config, c, key) - _local(config, c, key) for c in children)
-    return total
-
-
-def _local(config: core.ClusterConfig, node: _Node, key: tuple[str, str]) -> int:
-    quota = _quota_of(config, node, key)
-    if quota is None or quota.lending_limit is None:
-        return 0
-    return max(0, _subtree(config, node, key) - quota.lending_limit)
-
-
-def _potential(config: core.ClusterConfig, node: _Node, key: tuple[str, str]) -> int:
-    parent = _parent_of(config, node)
-    subtree = _subtree(config, node, key)
-    if parent is None:
-        return subtree
-    value = _local(config, node, key) + _potential(config, parent, key)
-    quota = _quota_of(config, node, key)
-    if quota is not None and quota.borrowing_limit is not None:
-        value = min(value, subtree + quota.borrowing_limit)
-    return value
