@@ -1,0 +1,222 @@
+"""Queueing (kueue-semantics §3.1, §3.3, §5): heads, strategies, inadmissible sets and inactive queues."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from builders import Case, case, cluster_queue, config, outcome_of, run_case, scheduler_with, workload
+from gpuq.core.admission import run_cycles
+from gpuq.core.model import (
+    ClusterConfig,
+    LabelSelector,
+    LocalQueue,
+    PreemptionPolicy,
+    QueueingStrategy,
+    StopPolicy,
+    Workload,
+)
+
+STRICT = QueueingStrategy.STRICT_FIFO
+BEST_EFFORT = QueueingStrategy.BEST_EFFORT_FIFO
+NO_CANDIDATES = "and no workload can be preempted to free it"
+NOT_TRIED = "waiting in ClusterQueue behind workloads ahead of it"
+
+
+def gpus(
+    name: str, n: int, prio: int = 0, created: float = 0.0, cq: str = "a", ns: str = "default"
+) -> Workload:
+    return workload(name, ns).queue(cq).priority(prio).created(created).request(n, gpu=1).build()
+
+
+def running(name: str, n: int, prio: int = 5, cq: str = "a") -> Workload:
+    return workload(name).queue(cq).priority(prio).request(n, gpu=1).admitted(cq, {"gpu": "f"}).build()
+
+
+def single(strategy: QueueingStrategy = BEST_EFFORT) -> ClusterConfig:
+    return config(cluster_queue("a").flavor("f", gpu=4).strategy(strategy).build())
+
+
+ML_ONLY = LabelSelector(match_labels={"team": "ml"})
+
+
+def namespaced(strategy: QueueingStrategy) -> ClusterConfig:
+    cfg = config(
+        cluster_queue("a").flavor("f", gpu=4).strategy(strategy).namespaces(ML_ONLY).build(),
+        local_queues=(LocalQueue("ml", "a", "a"), LocalQueue("other", "a", "a")),
+    )
+    return replace(cfg, namespace_labels={"ml": {"team": "ml"}, "other": {"team": "web"}})
+
+
+CASES: list[Case] = [
+    case(
+        "StrictFIFO head blocks a smaller workload behind it",
+        single(STRICT),
+        running("r", 3),
+        gpus("big", 2, created=1),
+        gpus("small", 1, created=2),
+        pending={"big": NO_CANDIDATES, "small": NOT_TRIED},
+        cycles=None,
+    ),
+    case(
+        "BestEffortFIFO lets a later workload past a head that does not fit",
+        single(BEST_EFFORT),
+        running("r", 3),
+        gpus("big", 2, created=1),
+        gpus("small", 1, created=2),
+        admitted={"small": "f"},
+        pending={"big": NO_CANDIDATES},
+        cycles=None,
+    ),
+    case(
+        "a higher-priority workload is the head regardless of age",
+        single(),
+        gpus("old", 4, prio=0, created=1),
+        gpus("urgent", 4, prio=1, created=2),
+        admitted={"urgent": "f"},
+    ),
+    case(
+        "at equal priority the older workload is the head",
+        single(),
+        gpus("newer", 4, created=2),
+        gpus("older", 4, created=1),
+        admitted={"older": "f"},
+    ),
+    case(
+        "the namespaceSelector keeps out workloads from namespaces it does not match",
+        namespaced(BEST_EFFORT),
+        gpus("web", 1, ns="other"),
+        pending={"other/web": "Workload namespace doesn't match ClusterQueue selector"},
+    ),
+    case(
+        "StrictFIFO: a namespace mismatch does not block the workloads behind it",
+        namespaced(STRICT),
+        gpus("web", 1, created=1, ns="other"),
+        gpus("train", 1, created=2, ns="ml"),
+        admitted={"ml/train": "f"},
+        pending={"other/web": "Workload namespace doesn't match ClusterQueue selector"},
+        cycles=None,
+    ),
+    case(
+        "a nil namespaceSelector matches no namespace",
+        config(cluster_queue("a").flavor("f", gpu=4).namespaces(None).build()),
+        gpus("w", 1),
+        pending={"w": "Workload namespace doesn't match ClusterQueue selector"},
+    ),
+    case(
+        "a stopped ClusterQueue admits nothing",
+        config(cluster_queue("a").flavor("f", gpu=4).stop(StopPolicy.HOLD).build()),
+        gpus("w", 1),
+        pending={"w": "ClusterQueue a is stopped (Hold)"},
+        cycles=None,
+    ),
+    case(
+        "a stopped LocalQueue does not queue its workloads",
+        config(
+            cluster_queue("a").flavor("f", gpu=4).build(),
+            local_queues=(LocalQueue("default", "a", "a", StopPolicy.HOLD_AND_DRAIN),),
+        ),
+        gpus("w", 1),
+        pending={"w": "LocalQueue a is stopped (HoldAndDrain)"},
+        cycles=None,
+    ),
+    case(
+        "an inactive workload is not queued",
+        single(),
+        workload("w").queue("a").request(1, gpu=1).inactive().build(),
+        pending={"w": "workload is inactive"},
+        cycles=None,
+    ),
+    case(
+        "a LocalQueue pointing to a missing ClusterQueue leaves its workloads unqueued",
+        config(
+            cluster_queue("a").flavor("f", gpu=4).build(),
+            local_queues=(LocalQueue("default", "lq", "ghost"),),
+        ),
+        workload("w").queue("lq").request(1, gpu=1).build(),
+        pending={"w": "ClusterQueue ghost doesn't exist"},
+        cycles=None,
+    ),
+    case(
+        "a ClusterQueue whose flavor does not exist is inactive",
+        replace(single(), flavors={}),
+        gpus("w", 1),
+        pending={"w": "ClusterQueue a is inactive: flavor f not found"},
+        cycles=None,
+    ),
+    case(
+        "a ClusterQueue requiring an inactive admission check is inactive",
+        config(cluster_queue("a").flavor("f", gpu=4).checks("prov").build(), inactive_checks=("prov",)),
+        gpus("w", 1),
+        pending={"w": "admission check prov not found or inactive"},
+        cycles=None,
+    ),
+    case(
+        "a workload whose requeueAt is in the future waits for its backoff",
+        single(),
+        workload("w").queue("a").request(1, gpu=1).requeue_at(100).build(),
+        pending={"w": "waiting for requeue backoff until 100"},
+    ),
+    case(
+        "workloads shaped like a head that found no fit are set aside without being evaluated",
+        single(BEST_EFFORT),
+        running("r", 3),
+        gpus("first", 2, created=1),
+        gpus("twin", 2, created=2),
+        gpus("small", 1, created=3),
+        admitted={"small": "f"},
+        pending={"first": NO_CANDIDATES, "twin": NOT_TRIED},
+        cycles=None,
+    ),
+]
+
+
+@pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])
+def test_queueing(c: Case) -> None:
+    assert run_case(c) == c.want
+
+
+STICKY_CASES = [
+    pytest.param(
+        BEST_EFFORT, {"in": "f"}, id="BestEffortFIFO keeps a preemptor at the head until it is admitted"
+    ),
+    pytest.param(STRICT, {"later-urgent": "f"}, id="StrictFIFO does not keep a preemptor at the head"),
+]
+
+
+@pytest.mark.parametrize(("strategy", "want"), STICKY_CASES)
+def test_sticky_preemptor(strategy: QueueingStrategy, want: dict[str, str]) -> None:
+    cfg = config(
+        cluster_queue("a")
+        .flavor("f", gpu=4)
+        .strategy(strategy)
+        .preemption(PreemptionPolicy.LOWER_PRIORITY)
+        .build()
+    )
+    low = running("low", 4, prio=-1)
+    preemptor = gpus("in", 4, prio=1, created=1)
+    urgent = gpus("later-urgent", 4, prio=2, created=2)
+    scheduler = scheduler_with(cfg, (low, preemptor))
+    result, entries = scheduler.plan_cycle()
+    scheduler.apply(result, entries)
+    assert [p.workload for p in result.preempted] == ["default/low"]
+    scheduler.evict("default/low")
+    scheduler.submit(urgent)
+    result, _ = scheduler.plan_cycle()
+    specs = {w.key: w for w in (low, preemptor, urgent)}
+    assert outcome_of(specs, result.admitted, (), ()).admitted == want
+
+
+def test_inadmissible_workloads_return_when_a_workload_of_the_cohort_finishes() -> None:
+    cfg = config(
+        cluster_queue("a").cohort("c").flavor("f", gpu=2).build(),
+        cluster_queue("b").cohort("c").flavor("f", gpu=2).build(),
+    )
+    scheduler = scheduler_with(cfg, (running("r", 4, cq="b"), gpus("w", 2)))
+    first = run_cycles(scheduler)
+    assert (first.admitted, set(first.pending)) == ({}, {"default/w"})
+    assert scheduler.plan_cycle()[1] == []  # parked: not retried while nothing changes
+    scheduler.finish("default/r")
+    second = run_cycles(scheduler)
+    assert {k: a.cluster_queue for k, a in second.admitted.items()} == {"default/w": "a"}
