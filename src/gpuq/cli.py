@@ -87,9 +87,12 @@ def validate(files: FilesOption) -> None:
 def admit(
     files: FilesOption,
     cycles: Annotated[
-        int | None, typer.Option("--cycles", min=1, help="Run exactly N cycles (default: until nothing changes).")
+        int | None,
+        typer.Option("--cycles", min=1, help="Run exactly N cycles (default: until nothing changes)."),
     ] = None,
-    output: Annotated[OutputFormat, typer.Option("--output", "-o", help="table, json or yaml.")] = OutputFormat.TABLE,
+    output: Annotated[
+        OutputFormat, typer.Option("--output", "-o", help="table, json or yaml.")
+    ] = OutputFormat.TABLE,
     now: Annotated[
         float | None, typer.Option("--now", help="Scheduling time, seconds since the epoch (default: now).")
     ] = None,
@@ -124,11 +127,17 @@ def admit_document(run: AdmitRun) -> dict[str, Any]:
         admitted[key] = {
             "clusterQueue": decision.cluster_queue,
             "podSets": {
-                ps.name: {"count": ps.count, "flavors": dict(sorted(ps.flavors.items()))} for ps in decision.pod_sets
+                ps.name: {"count": ps.count, "flavors": dict(sorted(ps.flavors.items()))}
+                for ps in decision.pod_sets
             },
         }
     preempted = {key: {"by": p.by, "reason": p.reason} for key, p in sorted(run.preempted.items())}
-    return {"cycles": run.cycles, "admitted": admitted, "preempted": preempted, "pending": dict(sorted(pending.items()))}
+    return {
+        "cycles": run.cycles,
+        "admitted": admitted,
+        "preempted": preempted,
+        "pending": dict(sorted(pending.items())),
+    }
 
 
 def _print_admit_tables(run: AdmitRun, state: ClusterState) -> None:

@@ -847,7 +847,7 @@ END_TO_END = [
     ),
 ]
 
-ORACLE_BUG = case(
+PREEMPTOR_AT_NOMINAL = case(
     "a borrowing queue preempts from the queue with the highest share (InCohortFairSharing)",
     fs(*BASE),
     *units("a", "a1", "a2", "a3"),
@@ -857,18 +857,7 @@ ORACLE_BUG = case(
     preempted={"b1": FAIR},
     pending={"a_incoming": "Waiting for preempted workloads"},
 )
-END_TO_END_PARAMS = [pytest.param(c, id=c.name) for c in END_TO_END] + [
-    pytest.param(
-        ORACLE_BUG,
-        id=ORACLE_BUG.name,
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="flavors.FlavorAssigner._preemption_oracle runs classical_targets under fair sharing "
-            "(Kueue's SimulatePreemption runs the fair plan): it reports no candidates, so "
-            "fair_targets is never asked; call fairshare.preemption_targets there",
-        ),
-    )
-]
+END_TO_END_PARAMS = [pytest.param(c, id=c.name) for c in [*END_TO_END, PREEMPTOR_AT_NOMINAL]]
 
 
 @pytest.mark.parametrize("c", END_TO_END_PARAMS)

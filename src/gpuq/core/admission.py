@@ -37,7 +37,7 @@ from gpuq.core.model import (
     StopPolicy,
     Workload,
 )
-from gpuq.core.preemption import Preemptor, Target, classical_targets
+from gpuq.core.preemption import Preemptor, Target
 from gpuq.core.queues import ClusterQueueQueue, RequeueReason
 from gpuq.core.quota import FlavorResource, QuotaNode, available
 from gpuq.core.state import AdmittedWorkload, ClusterState, admission_usage
@@ -267,9 +267,7 @@ class Scheduler:
         preemptor = Preemptor(
             workload, cq_name, dict(assignment.usage), frozenset(assignment.frs_need_preemption)
         )
-        if self.config.scheduler.fair_sharing.enable:
-            return fairshare.fair_targets(self.state, preemptor, self.config.scheduler.fair_sharing)
-        return classical_targets(self.state, preemptor)
+        return fairshare.preemption_targets(self.state, preemptor)
 
     def _process(
         self,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from gpuq.api.quantity import format_amount
+from gpuq.core.fairshare import preemption_targets
 from gpuq.core.model import (
     ClusterQueue,
     FairSharing,
@@ -32,7 +33,7 @@ from gpuq.core.model import (
     ResourceGroup,
     Workload,
 )
-from gpuq.core.preemption import Preemptor, classical_targets
+from gpuq.core.preemption import Preemptor
 from gpuq.core.quota import FlavorResource, available, lowest_fitting_subtree, potential_available
 from gpuq.core.state import ClusterState
 
@@ -241,7 +242,7 @@ class FlavorAssigner:
     ) -> tuple[Mode, int]:
         """Would preemption free ``value`` of ``fr``? Reclaim if only other queues lose (§4.3)."""
         preemptor = Preemptor(self.workload, self.cq_name, {fr: value}, frozenset({fr}))
-        targets = classical_targets(self.state, preemptor)
+        targets = preemption_targets(self.state, preemptor)
         flavor, resource = fr
         if not targets:
             result.reasons.append(
