@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from builders import Case, case, cluster_queue, config, run_case, scheduler_with, workload
+from builders import Case, case, cluster_queue, cohort, config, outcome_of, run_case, scheduler_with, workload
 from core.test_preemption import CASES as PREEMPTION_CASES
 from gpuq.core.model import ClusterConfig, PreemptionPolicy, Workload
 
@@ -45,6 +45,13 @@ def reserving(reclaim: PreemptionPolicy) -> ClusterConfig:
         cluster_queue("b").cohort("c").flavor("f", gpu=4).build(),
     )
 
+
+NESTED = config(
+    cluster_queue("a").cohort("team").flavor("f", gpu=2).build(),
+    cluster_queue("b").cohort("team").flavor("f", gpu=2).build(),
+    cluster_queue("x").cohort("org").flavor("f", gpu=2).build(),
+    cohorts=(cohort("org").build(), cohort("team").parent("org").build()),
+)
 
 OVERLAP = config(
     cluster_queue("a").cohort("c").flavor("f", gpu=4).preemption(reclaim=ANY).build(),
@@ -90,6 +97,14 @@ CASES: list[Case] = [
         gpus("newer-high", "b", 5, prio=1, created=2),
         admitted={"newer-high": "f borrowing"},
         pending={"older-low": NO_LONGER_FITS},
+    ),
+    case(
+        "hierarchical cohorts: borrowing from a nearer cohort is processed before borrowing from the root",
+        NESTED,
+        gpus("from-root", "x", 4, created=1),
+        gpus("from-team", "a", 3, created=2),
+        admitted={"from-team": "f borrowing"},
+        pending={"from-root": NO_LONGER_FITS},
     ),
     case(
         "a skipped entry is not given another flavor in the same cycle",
@@ -232,3 +247,22 @@ def test_plan_cycle_leaves_every_quota_node_usage_as_it_found_it(c: Case) -> Non
     scheduler.plan_cycle(0.0)
     after = {name: {fr: v for fr, v in node.usage.items() if v} for name, node in nodes.items()}
     assert after == before
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "no flavor-scan progress (§4.8, gate FlavorFungibilityPreserveScanProgress): admission.py/flavors.py "
+        "restart a skipped workload's flavor search at the first flavor (f1) instead of resuming after the "
+        "last flavor it tried, so wb gets f1 instead of f2 on its next attempt"
+    ),
+)
+def test_a_skipped_workload_resumes_its_flavor_scan_after_the_last_tried_flavor() -> None:
+    specs = {w.key: w for w in (gpus("wa", "a", 3, created=1), gpus("wb", "b", 3, created=2))}
+    scheduler = scheduler_with(TWO_FLAVOR_PAIR, specs.values())
+    result, entries = scheduler.plan_cycle()
+    scheduler.apply(result, entries)
+    assert outcome_of(specs, result.admitted, (), ()).admitted == {"wa": "f1 borrowing"}
+    scheduler.finish("default/wa")
+    result, _ = scheduler.plan_cycle()
+    assert outcome_of(specs, result.admitted, (), ()).admitted == {"wb": "f2 borrowing"}

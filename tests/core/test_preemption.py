@@ -301,6 +301,15 @@ CASES: list[Case] = [
         pending={"in": waiting_for("b-low")},
     ),
     case(
+        "borrowWithinCohort: a candidate above the threshold is still reclaimed when the preemptor stays "
+        "within nominal",
+        config(*gpu_cohort(a_quota=4, bwc=LOWER, threshold=-5)),
+        gpu_running("b-low", "b", 8, prio=-1),
+        gpus("in", "a", 4),
+        preempted={"b-low": "InCohortReclamation"},
+        pending={"in": waiting_for("b-low")},
+    ),
+    case(
         "borrowWithinCohort never preempts an equal-priority workload while borrowing",
         config(*gpu_cohort(bwc=LOWER)),
         gpu_running("b-peer", "b", 5),

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from builders import Case, case, cluster_queue, config, outcome_of, run_case, scheduler_with, workload
+from builders import Case, case, cluster_queue, cohort, config, outcome_of, run_case, scheduler_with, workload
 from gpuq.core.admission import run_cycles
 from gpuq.core.model import (
     ClusterConfig,
@@ -150,6 +150,16 @@ CASES: list[Case] = [
         config(cluster_queue("a").flavor("f", gpu=4).checks("prov").build(), inactive_checks=("prov",)),
         gpus("w", 1),
         pending={"w": "admission check prov not found or inactive"},
+        cycles=None,
+    ),
+    case(
+        "a cohort tree with a cycle is unusable: its ClusterQueues are inactive",
+        config(
+            cluster_queue("a").cohort("c1").flavor("f", gpu=4).build(),
+            cohorts=(cohort("c1").parent("c2").build(), cohort("c2").parent("c1").build()),
+        ),
+        gpus("w", 1),
+        pending={"w": "ClusterQueue a is inactive: its cohort tree has a cycle"},
         cycles=None,
     ),
     case(
