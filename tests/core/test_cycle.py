@@ -215,14 +215,7 @@ CASES: list[Case] = [
     ),
 ]
 
-XFAIL = {
-    "a preemptor whose targets overlap an earlier one's recomputes its targets in the same cycle": (
-        "admission.py _process skips an entry whose targets overlap an earlier entry's with "
-        "'overlapping preemption targets' instead of recomputing its assignment with this cycle's victims "
-        "removed (§3.6c, gate RecomputeAssignmentUponPreemptionTargetsOverlap): wb should preempt x1 in the "
-        "same cycle"
-    ),
-}
+XFAIL: dict[str, str] = {}
 
 
 def _param(c: Case) -> object:
@@ -249,14 +242,6 @@ def test_plan_cycle_leaves_every_quota_node_usage_as_it_found_it(c: Case) -> Non
     assert after == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "no flavor-scan progress (§4.8, gate FlavorFungibilityPreserveScanProgress): admission.py/flavors.py "
-        "restart a skipped workload's flavor search at the first flavor (f1) instead of resuming after the "
-        "last flavor it tried, so wb gets f1 instead of f2 on its next attempt"
-    ),
-)
 def test_a_skipped_workload_resumes_its_flavor_scan_after_the_last_tried_flavor() -> None:
     specs = {w.key: w for w in (gpus("wa", "a", 3, created=1), gpus("wb", "b", 3, created=2))}
     scheduler = scheduler_with(TWO_FLAVOR_PAIR, specs.values())

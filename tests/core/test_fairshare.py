@@ -842,7 +842,11 @@ END_TO_END = [
         workload("a3").queue("a").created(2).request(cpu=1).build(),
         admitted={"a1": "default", "a2": "default", "a3": "default"},
         preempted={"b1": RECLAIM, "b2": RECLAIM, "b3": RECLAIM},
-        pending={"b1": "no workload can be preempted", "b2": "waiting", "b3": "waiting"},
+        pending={
+            "b1": "no workload can be preempted",
+            "b2": "same shape as default/b1",
+            "b3": "same shape as default/b1",
+        },
         cycles=None,
     ),
 ]

@@ -176,7 +176,7 @@ CASES: list[Case] = [
         gpus("twin", 2, created=2),
         gpus("small", 1, created=3),
         admitted={"small": "f"},
-        pending={"first": NO_CANDIDATES, "twin": NOT_TRIED},
+        pending={"first": NO_CANDIDATES, "twin": "same shape as default/first, which waits"},
         cycles=None,
     ),
 ]

@@ -60,6 +60,7 @@ class Entry:
     targets: list[Target] = field(default_factory=list)
     inadmissible: str = ""
     requeue: RequeueReason = RequeueReason.NO_FIT
+    clear_scan: bool = False  # preemption and overlap outcomes forget the flavor scan (§4.8)
 
     @property
     def key(self) -> str:
@@ -79,6 +80,8 @@ class Scheduler:
         self.workloads: dict[str, Workload] = {}
         self.unqueued: dict[str, Pending] = {}
         self.reserved_checks: dict[str, dict[str, CheckState]] = {}
+        self.last_tried: dict[str, list[dict[str, int]]] = {}
+        self.why: dict[str, Pending] = {}  # the latest reason each queued workload waits
         self.inactive = {name: why for name in config.cluster_queues if (why := self._inactive_reason(name))}
 
     # ----------------------------------------------------------------- intake
@@ -221,7 +224,8 @@ class Scheduler:
     def _initial_assignment(self, entry: Entry) -> None:
         """§3.4 and §9: full size first; shrink only if neither fit nor preemption works."""
         assigner = FlavorAssigner(self.state, entry.workload, entry.cluster_queue)
-        full = assigner.assign()
+        resume = self.last_tried.get(entry.key)
+        full = assigner.assign(resume=resume)
         entry.assignment = full
         if full.mode == Mode.FIT:
             return
@@ -230,11 +234,13 @@ class Scheduler:
             if entry.targets:
                 return
         if self.config.scheduler.partial_admission:
-            reduced = self._partial(entry, assigner)
+            reduced = self._partial(entry, assigner, resume)
             if reduced is not None:
                 entry.assignment, entry.targets = reduced
 
-    def _partial(self, entry: Entry, assigner: FlavorAssigner) -> tuple[Assignment, list[Target]] | None:
+    def _partial(
+        self, entry: Entry, assigner: FlavorAssigner, resume: list[dict[str, int]] | None
+    ) -> tuple[Assignment, list[Target]] | None:
         """§9.2: binary search for the largest counts (smallest step) that fit or can preempt."""
         pod_sets = entry.workload.pod_sets
         deltas = [ps.count - (ps.min_count if ps.min_count is not None else ps.count) for ps in pod_sets]
@@ -244,7 +250,7 @@ class Scheduler:
 
         def attempt(i: int) -> tuple[Assignment, list[Target]] | None:
             counts = {ps.name: ps.count - (d * i) // total for ps, d in zip(pod_sets, deltas, strict=True)}
-            assignment = assigner.assign(counts)
+            assignment = assigner.assign(counts, resume)
             if assignment.mode == Mode.FIT:
                 return assignment, []
             if assignment.mode in (Mode.PREEMPT, Mode.RECLAIM):
@@ -294,9 +300,12 @@ class Scheduler:
             entry.requeue = RequeueReason.PREEMPTION_NO_CANDIDATES
             pending.append(self._pending(entry, _nofit_message(entry)))
             return
-        if any(t.victim.key in victims for t in entry.targets):
-            self._overlapping(entry, cycle_usage, victims, pending)
+        if any(t.victim.key in victims for t in entry.targets) and not self._recompute_overlapping(
+            entry, cycle_usage, victims, pending
+        ):
             return
+        assignment = entry.assignment
+        assert assignment is not None
         removal = list(victims.values()) + [t.victim for t in entry.targets]
         with self.state.simulate_removal(removal):
             fits = all(
@@ -328,32 +337,46 @@ class Scheduler:
             return
         admitted.append(self._admit(entry, cq, assignment))
 
-    def _overlapping(
+    def _recompute_overlapping(
         self,
         entry: Entry,
         cycle_usage: list[tuple[str, dict[FlavorResource, int]]],
         victims: dict[str, AdmittedWorkload],
         pending: list[Pending],
-    ) -> None:
-        """§3.6c: targets already chosen this cycle; with them gone, does it fit as assigned?
+    ) -> bool:
+        """§3.6c: targets already chosen this cycle; recompute with every victim gone, flavors pinned.
 
         A fit becomes a deferred fit: its quota is held for the rest of the cycle
-        and it waits for those evictions; otherwise the entry is skipped.
+        and it waits for the evictions. New targets that do not overlap let the
+        entry go on (returns True). Otherwise the entry is skipped.
         """
         assert entry.assignment is not None
-        usage = dict(entry.assignment.usage)
-        node = self.state.node(entry.cluster_queue)
-        with self.state.simulate_removal(victims.values()):
-            fits = all(amount <= available(node, fr) for fr, amount in usage.items())
+        entry.clear_scan = True
         entry.requeue = RequeueReason.FAILED_AFTER_NOMINATION
-        if not fits:
-            message = "Workload has overlapping preemption targets with another workload"
-            pending.append(self._pending(entry, message))
-            return
-        self.state.tree.add(entry.cluster_queue, usage)
-        cycle_usage.append((entry.cluster_queue, usage))
-        names = ", ".join(sorted(t.victim.key for t in entry.targets if t.victim.key in victims))
-        pending.append(self._pending(entry, f"Waiting for preempted workloads to be evicted: {names}"))
+        first = entry.assignment
+        pinned = {ps.name: ps.flavors for ps in first.pod_sets}
+        counts = {ps.name: ps.count for ps in first.pod_sets}
+        with self.state.simulate_removal(list(victims.values())):
+            again = FlavorAssigner(self.state, entry.workload, entry.cluster_queue).assign(
+                counts, pinned=pinned
+            )
+            targets = (
+                self.targets(entry.workload, entry.cluster_queue, again) if again.mode.is_preempt else []
+            )
+        if again.mode == Mode.FIT:
+            usage = dict(again.usage)
+            self.state.tree.add(entry.cluster_queue, usage)
+            cycle_usage.append((entry.cluster_queue, usage))
+            names = ", ".join(sorted(t.victim.key for t in entry.targets if t.victim.key in victims))
+            pending.append(self._pending(entry, f"Waiting for preempted workloads to be evicted: {names}"))
+            return False
+        if targets and not any(t.victim.key in victims for t in targets):
+            entry.assignment, entry.targets = again, targets
+            return True
+        pending.append(
+            self._pending(entry, "Workload has overlapping preemption targets with another workload")
+        )
+        return False
 
     def _admit(self, entry: Entry, cq: ClusterQueue, assignment: Assignment) -> Admit:
         pod_sets = tuple(
@@ -396,24 +419,47 @@ class Scheduler:
     def apply(self, result: CycleResult, entries: Iterable[Entry], now: float = 0.0) -> None:
         """Reserve quota for admitted workloads and requeue the heads that were not."""
         admitted = {a.workload: a for a in result.admitted}
+        self.why.update((p.workload, p) for p in result.pending)
         for entry in entries:
             queue = self.queues[entry.cluster_queue]
             decision = admitted.get(entry.key)
             if decision is None:
-                queue.requeue(entry.workload, entry.requeue)
+                self._remember_scan(entry)
+                pending_flavors = entry.assignment is not None and entry.assignment.pending_flavors
+                parked = queue.requeue(
+                    entry.workload, entry.requeue, pending_flavors and not entry.clear_scan
+                )
                 no_fit = entry.requeue in (RequeueReason.NO_FIT, RequeueReason.PREEMPTION_NO_CANDIDATES)
-                if no_fit and queue.strategy == QueueingStrategy.BEST_EFFORT_FIFO:
-                    queue.park_equivalent(entry.workload)
+                if parked and no_fit and queue.strategy == QueueingStrategy.BEST_EFFORT_FIFO:
+                    self._park_equivalent(queue, entry)
                 continue
             queue.delete(entry.key)
+            self.why.pop(entry.key, None)
+            self.last_tried.pop(entry.key, None)
             usage = admission_usage(_admission(decision))
             self.state.reserve(AdmittedWorkload(entry.workload, entry.cluster_queue, usage, now))
             self.reserved_checks[entry.key] = {name: CheckState.PENDING for name in decision.checks_pending}
+
+    def _park_equivalent(self, queue: ClusterQueueQueue, entry: Entry) -> None:
+        """§5.4: workloads shaped like a head that found no room wait with it, unevaluated."""
+        head_why = self.why.get(entry.key)
+        for key in queue.park_equivalent(entry.workload):
+            if head_why is not None:
+                message = f"same shape as {entry.key}, which waits: {head_why.message}"
+                self.why[key] = Pending(key, head_why.reason, message, entry.cluster_queue)
+
+    def _remember_scan(self, entry: Entry) -> None:
+        """Keep where the flavor scan stopped, except after preemption or overlap (§4.8)."""
+        if entry.assignment is None or entry.clear_scan or entry.requeue == RequeueReason.PENDING_PREEMPTION:
+            self.last_tried.pop(entry.key, None)
+        else:
+            self.last_tried[entry.key] = entry.assignment.last_tried
 
     def evict(self, key: str, now: float = 0.0) -> None:
         """Complete an eviction: release quota, requeue the workload and wake its cohort tree."""
         admitted = self.state.release(key)
         self.reserved_checks.pop(key, None)
+        self.last_tried.pop(key, None)
         workload = admitted.workload
         requeued = replace(workload, admission=None, admission_checks={})
         self.workloads[key] = requeued
@@ -490,7 +536,6 @@ def run_cycles(scheduler: Scheduler, max_cycles: int | None = None, now: float =
     """
     admitted: dict[str, Admit] = {}
     preempted: dict[str, Preempt] = {}
-    last_pending: dict[str, Pending] = {}
     cycles = 0
     quiescent = False
     while max_cycles is None or cycles < max_cycles:
@@ -503,20 +548,17 @@ def run_cycles(scheduler: Scheduler, max_cycles: int | None = None, now: float =
         scheduler.apply(result, entries, now)
         for decision in result.admitted:
             admitted[decision.workload] = decision
-            last_pending.pop(decision.workload, None)
         for eviction in result.preempted:
             preempted[eviction.workload] = eviction
             admitted.pop(eviction.workload, None)
             scheduler.evict(eviction.workload, now)
-        for waiting in result.pending:
-            last_pending[waiting.workload] = waiting
         if not result.changed and scheduler.active_count() == before:
             quiescent = True
             break
     pending = {**scheduler.unqueued, **scheduler.awaiting_checks()}
     for queue in scheduler.queues.values():
         for workload in queue.pending():
-            why = last_pending.get(workload.key) or _not_tried(scheduler, workload.key, queue.name)
+            why = scheduler.why.get(workload.key) or _not_tried(scheduler, workload.key, queue.name)
             pending[workload.key] = why
     return AdmitRun(cycles, admitted, preempted, pending, quiescent)
 

@@ -16,7 +16,7 @@ lists them:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -74,10 +74,13 @@ class Assignment:
     usage: dict[FlavorResource, int] = field(default_factory=dict)
     frs_need_preemption: set[FlavorResource] = field(default_factory=set)
     reasons: list[str] = field(default_factory=list)
+    last_tried: list[dict[str, int]] = field(default_factory=list)
+    """Per pod set, resource -> index of the last flavor tried (-1: the scan reached the end), §4.8."""
 
     @property
-    def representative_mode(self) -> Mode:
-        return self.mode
+    def pending_flavors(self) -> bool:
+        """Whether a later attempt would resume at an untried flavor."""
+        return any(idx != -1 for tried in self.last_tried for idx in tried.values())
 
 
 @dataclass(slots=True)
@@ -86,6 +89,7 @@ class _FlavorTry:
     mode: Mode
     borrowing: int
     preempt_frs: set[FlavorResource]
+    tried_idx: int = -1
 
 
 def flavor_matches(flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
@@ -133,27 +137,51 @@ class FlavorAssigner:
         self.node = state.node(cq_name)
         self.covers_pods = any(PODS in g.covered_resources for g in self.cq.resource_groups)
 
-    def assign(self, counts: Mapping[str, int] | None = None) -> Assignment:
-        """Assign flavors to every pod set at ``counts`` pods (default: full counts)."""
+    def assign(
+        self,
+        counts: Mapping[str, int] | None = None,
+        resume: Sequence[Mapping[str, int]] | None = None,
+        pinned: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> Assignment:
+        """Assign flavors to every pod set at ``counts`` pods (default: full counts).
+
+        ``resume`` is a previous attempt's ``last_tried``: each group's scan starts
+        after the flavor tried last (§4.8). ``pinned`` restricts each pod set's
+        resources to the flavors of an earlier assignment (§3.6c).
+        """
         result = Assignment()
-        for pod_set in self.workload.pod_sets:
+        for index, pod_set in enumerate(self.workload.pod_sets):
             count = counts[pod_set.name] if counts else pod_set.count
             requests = pod_set_requests(pod_set, count, self.covers_pods)
             chosen = PodSetFlavors(pod_set.name, count, {}, requests)
             result.pod_sets.append(chosen)
-            self._assign_pod_set(pod_set, requests, chosen, result)
+            previous = resume[index] if resume is not None and index < len(resume) else {}
+            tried = self._assign_pod_set(
+                pod_set, requests, chosen, result, previous, (pinned or {}).get(pod_set.name)
+            )
+            result.last_tried.append(tried)
         return result
 
     def _assign_pod_set(
-        self, pod_set: PodSet, requests: dict[str, int], chosen: PodSetFlavors, result: Assignment
-    ) -> None:
+        self,
+        pod_set: PodSet,
+        requests: dict[str, int],
+        chosen: PodSetFlavors,
+        result: Assignment,
+        previous: Mapping[str, int],
+        pinned: Mapping[str, str] | None,
+    ) -> dict[str, int]:
         remaining = set(requests)
+        tried: dict[str, int] = {}
         for group in self.cq.resource_groups:
             group_requests = {r: requests[r] for r in group.covered_resources if r in requests}
             if not group_requests:
                 continue
             remaining -= group_requests.keys()
-            best = self._find_flavor(pod_set, group, group_requests, result)
+            first = next(iter(group_requests))
+            start = previous[first] + 1 if first in previous else 0
+            only = pinned.get(first) if pinned else None
+            best = self._find_flavor(pod_set, group, group_requests, result, start, only)
             if best is None:
                 result.mode = Mode.NO_FIT
                 continue
@@ -161,20 +189,38 @@ class FlavorAssigner:
                 chosen.flavors[resource] = best.flavor
                 fr = (best.flavor, resource)
                 result.usage[fr] = result.usage.get(fr, 0) + amount
+                tried[resource] = best.tried_idx
             result.mode = min(result.mode, best.mode)
             result.borrowing = max(result.borrowing, best.borrowing)
             result.frs_need_preemption |= best.preempt_frs
         for resource in sorted(remaining):
             result.mode = Mode.NO_FIT
             result.reasons.append(f"resource {resource} unavailable in ClusterQueue {self.cq_name}")
+        return tried
 
     def _find_flavor(
-        self, pod_set: PodSet, group: ResourceGroup, requests: dict[str, int], result: Assignment
+        self,
+        pod_set: PodSet,
+        group: ResourceGroup,
+        requests: dict[str, int],
+        result: Assignment,
+        start: int = 0,
+        only: str | None = None,
     ) -> _FlavorTry | None:
-        """§4.5: walk the group's flavors in order, stopping as fungibility allows."""
+        """§4.5: walk the group's flavors in order from ``start``, stopping as fungibility allows.
+
+        The chosen flavor records the index of the last flavor tried, or -1 when
+        the scan reached the last flavor, so the next attempt starts over (§4.8).
+        """
         fungibility = self.cq.flavor_fungibility
         best: _FlavorTry | None = None
-        for flavor_quotas in group.flavors:
+        flavors = group.flavors
+        attempted = -1
+        for index in range(start if start < len(flavors) else 0, len(flavors)):
+            attempted = index
+            flavor_quotas = flavors[index]
+            if only is not None and flavor_quotas.name != only:
+                continue
             flavor = self.state.config.flavors.get(flavor_quotas.name)
             if flavor is None:
                 result.reasons.append(f"flavor {flavor_quotas.name} not found")
@@ -194,9 +240,11 @@ class FlavorAssigner:
                 attempt.mode.is_preempt and fungibility.when_can_preempt == FungibilityPolicy.TRY_NEXT_FLAVOR
             ) or (attempt.borrowing > 0 and fungibility.when_can_borrow == FungibilityPolicy.TRY_NEXT_FLAVOR)
             if not try_next:
-                return attempt
+                best = attempt
+                break
         if best is None or best.mode == Mode.NO_FIT:
             return None
+        best.tried_idx = -1 if attempted == len(flavors) - 1 else attempted
         return best
 
     def _try_flavor(self, flavor: str, requests: dict[str, int], result: Assignment) -> _FlavorTry:

@@ -115,28 +115,34 @@ class ClusterQueueQueue:
         if self._sticky == key:
             self._sticky = None
 
-    def requeue(self, workload: Workload, reason: RequeueReason) -> None:
-        """Handle a head that was not admitted, per the queueing strategy (§5.2)."""
+    def requeue(self, workload: Workload, reason: RequeueReason, pending_flavors: bool = False) -> bool:
+        """Handle a head that was not admitted, per the queueing strategy (§5.2).
+
+        ``pending_flavors``: its flavor scan has untried flavors (§4.8), so a
+        BestEffortFIFO queue retries it at once. Returns whether it went to the
+        inadmissible set.
+        """
         key = workload.key
         if reason == RequeueReason.PENDING_PREEMPTION and self.strategy == QueueingStrategy.BEST_EFFORT_FIFO:
             self._sticky = key
             self.push(workload)  # re-push so that it sorts first
-            return
+            return False
         strict = self.strategy == QueueingStrategy.STRICT_FIFO and reason != RequeueReason.NAMESPACE_MISMATCH
-        if strict or reason in IMMEDIATE:
+        if strict or reason in IMMEDIATE or (pending_flavors and reason != RequeueReason.NAMESPACE_MISMATCH):
             if key not in self._entries:
                 self.push(workload)
-            return
+            return False
         self._entries.pop(key, None)
         self.inadmissible[key] = workload
+        return True
 
-    def park_equivalent(self, workload: Workload) -> int:
+    def park_equivalent(self, workload: Workload) -> list[str]:
         """Move every queued workload shaped like ``workload`` to the inadmissible set (§5.4)."""
         shape = self._shapes.get(workload.key) or shape_of(workload)
         moved = [k for k in self._entries if self._shapes[k] == shape]
         for key in moved:
             self.inadmissible[key] = self._entries.pop(key)
-        return len(moved)
+        return moved
 
     def requeue_inadmissible(self) -> int:
         """Return every inadmissible workload to the heap (capacity may have changed)."""

@@ -78,15 +78,19 @@ class ClusterState:
 
     @contextmanager
     def simulate_removal(self, workloads: Iterable[AdmittedWorkload]) -> Iterator[None]:
-        """Temporarily remove the usage of ``workloads``; restored on exit, whatever happens."""
-        removed = list(workloads)
+        """Temporarily remove ``workloads`` (usage and membership); restored on exit, whatever happens."""
+        removed = [w for w in workloads if self.admitted.get(w.key) is w]
         for w in removed:
             self.tree.remove(w.cluster_queue, w.usage)
+            del self.admitted[w.key]
+            del self.by_queue[w.cluster_queue][w.key]
         try:
             yield
         finally:
             for w in reversed(removed):
                 self.tree.add(w.cluster_queue, w.usage)
+                self.admitted[w.key] = w
+                self.by_queue[w.cluster_queue][w.key] = w
 
     @contextmanager
     def simulate_usage(self, cq_name: str, usage: Mapping[FlavorResource, int]) -> Iterator[None]:
