@@ -215,6 +215,7 @@ CASES: list[Case] = [
     ),
 ]
 
+
 @pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])
 def test_cycle(c: Case) -> None:
     assert run_case(c) == c.want

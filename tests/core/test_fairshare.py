@@ -23,7 +23,8 @@ from builders import (
     workload,
 )
 from gpuq.core.admission import Entry
-from gpuq.core.fairshare import dominant_share, fair_targets, order_entries, weight_of
+from gpuq.core.fair_preemption import fair_targets
+from gpuq.core.fairshare import dominant_share, order_entries, weight_of
 from gpuq.core.flavors import Assignment
 from gpuq.core.model import (
     ClusterConfig,

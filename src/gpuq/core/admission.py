@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from gpuq.core import fairshare
 from gpuq.core.decisions import Admit, CycleResult, Pending, Preempt
+from gpuq.core.fair_preemption import preemption_targets
 from gpuq.core.flavors import Assignment, FlavorAssigner, Mode
 from gpuq.core.model import (
     Admission,
@@ -273,7 +274,7 @@ class Scheduler:
         preemptor = Preemptor(
             workload, cq_name, dict(assignment.usage), frozenset(assignment.frs_need_preemption)
         )
-        return fairshare.preemption_targets(self.state, preemptor)
+        return preemption_targets(self.state, preemptor)
 
     def _process(
         self,

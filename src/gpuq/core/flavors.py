@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from gpuq.api.quantity import format_amount
-from gpuq.core.fairshare import preemption_targets
+from gpuq.core.fair_preemption import preemption_targets
 from gpuq.core.model import (
     ClusterQueue,
     FairSharing,
