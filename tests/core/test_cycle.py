@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from builders import Case, case, cluster_queue, cohort, config, outcome_of, run_case, scheduler_with, workload
+from builders import (
+    GPU,
+    Case,
+    case,
+    cluster_queue,
+    cohort,
+    config,
+    outcome_of,
+    run_case,
+    scheduler_with,
+    workload,
+)
 from core.test_preemption import CASES as PREEMPTION_CASES
+from gpuq.core.flavors import FlavorAssigner
 from gpuq.core.model import ClusterConfig, PreemptionPolicy, Workload
 
 LOWER = PreemptionPolicy.LOWER_PRIORITY
@@ -235,12 +247,35 @@ def test_plan_cycle_leaves_every_quota_node_usage_as_it_found_it(c: Case) -> Non
     assert after == before
 
 
-def test_a_skipped_workload_resumes_its_flavor_scan_after_the_last_tried_flavor() -> None:
+def test_a_skipped_workload_retries_every_flavor_on_its_next_attempt() -> None:
+    """Kueue's setSkipped clears the flavor scan: wb, skipped at f1, tries f1 first again (§4.8)."""
     specs = {w.key: w for w in (gpus("wa", "a", 3, created=1), gpus("wb", "b", 3, created=2))}
     scheduler = scheduler_with(TWO_FLAVOR_PAIR, specs.values())
     result, entries = scheduler.plan_cycle()
     scheduler.apply(result, entries)
     assert outcome_of(specs, result.admitted, (), ()).admitted == {"wa": "f1 borrowing"}
+    assert "default/wb" not in scheduler.last_tried
     scheduler.finish("default/wa")
     result, _ = scheduler.plan_cycle()
-    assert outcome_of(specs, result.admitted, (), ()).admitted == {"wb": "f2 borrowing"}
+    assert outcome_of(specs, result.admitted, (), ()).admitted == {"wb": "f1 borrowing"}
+
+
+@pytest.mark.parametrize(
+    ("resume", "flavor", "last_tried"),
+    [
+        (None, "f1", 0),
+        ([{GPU: 0}], "f2", -1),
+        ([{GPU: -1}], "f1", 0),
+    ],
+    ids=[
+        "a first attempt starts at the first flavor and records where it stopped",
+        "a later attempt resumes after the last tried flavor; reaching the last one resets the scan",
+        "a scan that reached the last flavor starts over",
+    ],
+)
+def test_flavor_scan_progress(resume: list[dict[str, int]] | None, flavor: str, last_tried: int) -> None:
+    scheduler = scheduler_with(TWO_FLAVOR_PAIR, [gpus("wa", "a", 3)])
+    wl = scheduler.workloads["default/wa"]
+    assignment = FlavorAssigner(scheduler.state, wl, "a").assign(resume=resume)
+    assert assignment.pod_sets[0].flavors[GPU] == flavor
+    assert assignment.last_tried == [{GPU: last_tried}]

@@ -61,7 +61,7 @@ class Entry:
     targets: list[Target] = field(default_factory=list)
     inadmissible: str = ""
     requeue: RequeueReason = RequeueReason.NO_FIT
-    clear_scan: bool = False  # preemption and overlap outcomes forget the flavor scan (§4.8)
+    clear_scan: bool = False  # skipped, overlapping and preempting entries retry every flavor (§4.8)
 
     @property
     def key(self) -> str:
@@ -315,6 +315,7 @@ class Scheduler:
             )
         if not fits:
             entry.requeue = RequeueReason.FAILED_AFTER_NOMINATION
+            entry.clear_scan = True  # Kueue's setSkipped: retry every flavor next time
             pending.append(self._pending(entry, "Workload no longer fits after processing another workload"))
             return
         for target in entry.targets:
