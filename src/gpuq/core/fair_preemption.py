@@ -38,6 +38,7 @@ from gpuq.core.preemption import (
     Preemptor,
     Target,
     candidate_order_key,
+    cannot_free_enough,
     classical_targets,
     satisfies_policy,
     uses_resources,
@@ -53,6 +54,8 @@ def preemption_targets(state: ClusterState, preemptor: Preemptor) -> list[Target
     The flavor assigner's preemption oracle should call this (Kueue's
     ``SimulatePreemption`` runs the same plan as the real preemption).
     """
+    if cannot_free_enough(state, preemptor):
+        return []
     fair_sharing = state.config.scheduler.fair_sharing
     if fair_sharing.enable:
         return fair_targets(state, preemptor, fair_sharing)

@@ -92,7 +92,7 @@ def satisfies_policy(policy: PreemptionPolicy, preemptor: Workload, candidate: W
 
 
 def uses_resources(victim: AdmittedWorkload, frs: Set[FlavorResource]) -> bool:
-    return any(fr in frs for fr in victim.usage)
+    return not victim.frs.isdisjoint(frs)
 
 
 def candidate_order_key(candidate: AdmittedWorkload, preemptor_cq: str) -> tuple[int, int, float, str]:
@@ -273,3 +273,81 @@ def classical_targets(state: ClusterState, preemptor: Preemptor) -> list[Target]
         if targets:
             return targets
     return []
+
+
+def _qualifying(buckets: Mapping[int, int], policy: PreemptionPolicy, priority: int) -> int:
+    """Usage of workloads a policy could ever let ``priority`` preempt (LowerOrNewerEqual: ≤)."""
+    if policy == PreemptionPolicy.ANY:
+        return sum(buckets.values())
+    if policy == PreemptionPolicy.LOWER_PRIORITY:
+        return sum(v for p, v in buckets.items() if p < priority)
+    if policy == PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY:
+        return sum(v for p, v in buckets.items() if p <= priority)
+    return 0
+
+
+def cannot_free_enough(state: ClusterState, preemptor: Preemptor) -> bool:
+    """An exact early "no": even evicting every workload the policies allow leaves some FR short.
+
+    Removing usage ``u`` anywhere in the tree raises the preemptor's ``available``
+    by at most ``u``, so ``available + freeable < need`` in any (flavor,
+    resource) needing preemption means no victim set exists, for classical
+    and fair preemption alike. Another queue gives up workloads only while it
+    is above nominal (§6.7, §7.4), so when one (flavor, resource) needs
+    preemption it frees at most its excess plus one workload. Costs
+    O(queues in the cohort tree × priorities), not O(admitted workloads).
+    """
+    cq = state.cluster_queue(preemptor.cluster_queue)
+    node = state.node(preemptor.cluster_queue)
+    priority = preemptor.workload.priority
+    needed = preemptor.frs_need_preemption
+    if _reclaim_needs_borrowing(state, preemptor, cq, node):
+        return True
+    others: list[QuotaNode] = []
+    if node.parent is not None and cq.preemption.reclaim_within_cohort != PreemptionPolicy.NEVER:
+        others = [
+            q for q in state.tree.queues_in_tree(node) if q is not node and not q.within_nominal(needed)
+        ]
+    for fr in needed:
+        need = preemptor.usage.get(fr, 0)
+        if not need:
+            continue
+        own = state.usage_by_priority.get(node.name, {}).get(fr, {})
+        freeable = _qualifying(own, cq.preemption.within_cluster_queue, priority)
+        for other in others:
+            buckets = state.usage_by_priority.get(other.name, {}).get(fr, {})
+            allowed = _qualifying(buckets, cq.preemption.reclaim_within_cohort, priority)
+            if len(needed) == 1:
+                excess = other.usage.get(fr, 0) - other.subtree_quota.get(fr, 0)
+                allowed = min(allowed, excess + state.largest(other.name, fr))
+            freeable += allowed
+        if available(node, fr) + freeable < need:
+            return True
+    return False
+
+
+def _reclaim_needs_borrowing(
+    state: ClusterState, preemptor: Preemptor, cq: ClusterQueue, node: QuotaNode
+) -> bool:
+    """A preemptor that would borrow cannot reclaim without ``borrowWithinCohort`` (§6.4, §6.6, §12.6).
+
+    In a flat cohort, without own-queue candidates and without the hierarchical
+    advantage (the request does not fit the queue's own nominal quota), every
+    candidate is ReclaimWithoutBorrowing: invalid when borrowing is allowed,
+    and useless when it is not, because the preemptor borrows regardless of
+    what other queues give up.
+    """
+    bwc = cq.preemption.borrow_within_cohort
+    if bwc is not None and bwc.policy != PreemptionPolicy.NEVER:
+        return False
+    if state.config.scheduler.fair_sharing.enable:
+        return False
+    own = state.usage_by_priority.get(node.name, {})
+    policy, priority = cq.preemption.within_cluster_queue, preemptor.workload.priority
+    if any(_qualifying(own.get(fr, {}), policy, priority) for fr in preemptor.frs_need_preemption):
+        return False
+    if node.parent is None or node.parent.parent is not None:
+        return False
+    if quantities_fit_in_quota(node, preemptor.usage)[0]:
+        return False
+    return any(node.borrowing_with(fr, amount) for fr, amount in preemptor.usage.items())

@@ -190,6 +190,7 @@ class QuotaTree:
         self.cluster_queues: dict[str, QuotaNode] = {}
         self.cohorts: dict[str, QuotaNode] = {}
         self.cyclic_cohorts: frozenset[str] = frozenset()
+        self._tree_queues: dict[str, list[QuotaNode]] = {}
         self._build(config)
 
     def _cohort(self, name: str) -> QuotaNode:
@@ -223,6 +224,14 @@ class QuotaTree:
     def roots(self) -> list[QuotaNode]:
         return [c for name, c in sorted(self.cohorts.items()) if c.parent is None]
 
+    def queues_in_tree(self, node: QuotaNode) -> list[QuotaNode]:
+        """Every cluster queue of ``node``'s cohort tree (cached per root; the tree shape is fixed)."""
+        root = node.root()
+        queues = self._tree_queues.get(root.name)
+        if queues is None:
+            queues = self._tree_queues[root.name] = _leaves(root)
+        return queues
+
     def in_cycle(self, cq_name: str) -> bool:
         node = self.cluster_queues[cq_name]
         return any(a.name in self.cyclic_cohorts for a in _bounded_path(node))
@@ -247,6 +256,12 @@ def _quotas(groups: Iterable[ResourceGroup]) -> dict[FlavorResource, ResourceQuo
         for flavor in group.flavors
         for resource, quota in flavor.resources.items()
     }
+
+
+def _leaves(node: QuotaNode) -> list[QuotaNode]:
+    if node.is_cluster_queue:
+        return [node]
+    return [leaf for child in node.children for leaf in _leaves(child)]
 
 
 def _link(parent: QuotaNode, child: QuotaNode) -> None:

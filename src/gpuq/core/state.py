@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpuq.core.model import Admission, ClusterConfig, ClusterQueue, Workload
 from gpuq.core.quota import FlavorResource, QuotaNode, QuotaTree
@@ -23,6 +23,10 @@ class AdmittedWorkload:
     cluster_queue: str
     usage: Mapping[FlavorResource, int]
     quota_reserved_time: float
+    frs: frozenset[FlavorResource] = field(default=frozenset(), compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "frs", frozenset(fr for fr, amount in self.usage.items() if amount))
 
     @property
     def key(self) -> str:
@@ -54,6 +58,37 @@ class ClusterState:
         self.tree = QuotaTree(config)
         self.admitted: dict[str, AdmittedWorkload] = {}
         self.by_queue: dict[str, dict[str, AdmittedWorkload]] = {name: {} for name in config.cluster_queues}
+        self.usage_by_priority: dict[str, dict[FlavorResource, dict[int, int]]] = {
+            name: {} for name in config.cluster_queues
+        }
+        """Per queue and (flavor, resource), usage summed by priority: bounds what preemption can free."""
+        self.sizes: dict[str, dict[FlavorResource, dict[int, int]]] = {
+            name: {} for name in config.cluster_queues
+        }
+        """Per queue and (flavor, resource), how many admitted workloads use each amount."""
+
+    def _index(self, workload: AdmittedWorkload, sign: int) -> None:
+        per_fr = self.usage_by_priority.setdefault(workload.cluster_queue, {})
+        sizes = self.sizes.setdefault(workload.cluster_queue, {})
+        for fr, amount in workload.usage.items():
+            _bump(per_fr.setdefault(fr, {}), workload.priority, sign * amount)
+            _bump(sizes.setdefault(fr, {}), amount, sign)
+
+    def largest(self, cq_name: str, fr: FlavorResource) -> int:
+        """The largest usage of one admitted workload of ``cq_name`` in ``fr``."""
+        return max(self.sizes.get(cq_name, {}).get(fr, {}), default=0)
+
+    def _hide(self, workload: AdmittedWorkload) -> None:
+        self.tree.remove(workload.cluster_queue, workload.usage)
+        del self.admitted[workload.key]
+        del self.by_queue[workload.cluster_queue][workload.key]
+        self._index(workload, -1)
+
+    def _show(self, workload: AdmittedWorkload) -> None:
+        self.admitted[workload.key] = workload
+        self.by_queue.setdefault(workload.cluster_queue, {})[workload.key] = workload
+        self.tree.add(workload.cluster_queue, workload.usage)
+        self._index(workload, 1)
 
     def cluster_queue(self, name: str) -> ClusterQueue:
         return self.config.cluster_queues[name]
@@ -65,15 +100,12 @@ class ClusterState:
         """Record that a workload holds quota (admission or quota reservation)."""
         if admitted.key in self.admitted:
             raise ValueError(f"workload {admitted.key} already holds quota")
-        self.admitted[admitted.key] = admitted
-        self.by_queue.setdefault(admitted.cluster_queue, {})[admitted.key] = admitted
-        self.tree.add(admitted.cluster_queue, admitted.usage)
+        self._show(admitted)
 
     def release(self, key: str) -> AdmittedWorkload:
         """Release a workload's quota (finished, evicted or deleted)."""
-        admitted = self.admitted.pop(key)
-        del self.by_queue[admitted.cluster_queue][key]
-        self.tree.remove(admitted.cluster_queue, admitted.usage)
+        admitted = self.admitted[key]
+        self._hide(admitted)
         return admitted
 
     @contextmanager
@@ -81,16 +113,12 @@ class ClusterState:
         """Temporarily remove ``workloads`` (usage and membership); restored on exit, whatever happens."""
         removed = [w for w in workloads if self.admitted.get(w.key) is w]
         for w in removed:
-            self.tree.remove(w.cluster_queue, w.usage)
-            del self.admitted[w.key]
-            del self.by_queue[w.cluster_queue][w.key]
+            self._hide(w)
         try:
             yield
         finally:
             for w in reversed(removed):
-                self.tree.add(w.cluster_queue, w.usage)
-                self.admitted[w.key] = w
-                self.by_queue[w.cluster_queue][w.key] = w
+                self._show(w)
 
     @contextmanager
     def simulate_usage(self, cq_name: str, usage: Mapping[FlavorResource, int]) -> Iterator[None]:
@@ -100,3 +128,11 @@ class ClusterState:
             yield
         finally:
             self.tree.remove(cq_name, usage)
+
+
+def _bump(counter: dict[int, int], key: int, delta: int) -> None:
+    total = counter.get(key, 0) + delta
+    if total:
+        counter[key] = total
+    else:
+        counter.pop(key, None)
