@@ -16,7 +16,8 @@ The algorithm, as Kueue runs it:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Set
+import heapq
+from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -124,58 +125,101 @@ def _classify(
 
 
 def _from_queue(
-    state: ClusterState, preemptor: Preemptor, queue: QuotaNode, lca: QuotaNode | None, advantage: bool
-) -> list[Candidate]:
+    state: ClusterState, preemptor: Preemptor, queue: str, lca: QuotaNode | None, advantage: bool
+) -> Iterator[Candidate]:
+    """A queue's candidates in §6.5 order, lazily: the queue's workloads are kept sorted by
+    (priority, newest reservation, uid), so a priority-bounded policy stops early."""
     cq = state.cluster_queue(preemptor.cluster_queue)
-    found = []
-    for victim in state.by_queue.get(queue.name, {}).values():
+    policy = (
+        cq.preemption.within_cluster_queue
+        if queue == preemptor.cluster_queue
+        else (cq.preemption.reclaim_within_cohort)
+    )
+    limit = preemptor.workload.priority
+    admitted = state.admitted
+    for priority, _, _, key in state.ordered(queue):
+        if policy == PreemptionPolicy.LOWER_PRIORITY and priority >= limit:
+            return
+        if policy == PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY and priority > limit:
+            return
+        victim = admitted[key]
         variant = _classify(preemptor, cq, victim, advantage)
         if variant is not Variant.NEVER:
-            found.append(Candidate(victim, variant, lca))
-    return found
+            yield Candidate(victim, variant, lca)
 
 
-def _collect_in_subtree(
-    state: ClusterState,
+def _sources_in_subtree(
     preemptor: Preemptor,
+    own: QuotaNode,
     cohort: QuotaNode,
-    subtree_root: QuotaNode,
     skip: QuotaNode | None,
-    advantage: bool,
-    out: list[Candidate],
+    out: list[QuotaNode],
 ) -> None:
-    own = state.node(preemptor.cluster_queue)
+    """The queues below ``cohort`` that borrow in a needed FR, skipping ``skip`` and cohorts within quota."""
     for child in cohort.child_cohorts():
         if child is skip or child.within_nominal(preemptor.frs_need_preemption):
             continue
-        _collect_in_subtree(state, preemptor, child, subtree_root, skip, advantage, out)
+        _sources_in_subtree(preemptor, own, child, skip, out)
     for child in cohort.child_queues():
         if child is not own and not child.within_nominal(preemptor.frs_need_preemption):
-            out.extend(_from_queue(state, preemptor, child, subtree_root, advantage))
+            out.append(child)
 
 
-def collect_candidates(state: ClusterState, preemptor: Preemptor) -> tuple[list[Candidate], bool, bool]:
-    """§6.3-6.5: ordered candidates, and whether any come from other queues / hierarchical reclaim."""
+@dataclass(frozen=True, slots=True)
+class CandidateSources:
+    """Where candidates come from (§6.3): iterate them in §6.5 order with :meth:`ordered`."""
+
+    state: ClusterState
+    preemptor: Preemptor
+    same: bool
+    hierarchy: tuple[tuple[str, QuotaNode], ...]  # (queue, subtree root) with the hierarchical advantage
+    by_priority: tuple[tuple[str, QuotaNode], ...]
+
+    def _merged(self, sources: tuple[tuple[str, QuotaNode], ...], advantage: bool) -> Iterator[Candidate]:
+        streams = [_from_queue(self.state, self.preemptor, q, lca, advantage) for q, lca in sources]
+        return heapq.merge(*streams, key=lambda c: _order(c.victim))
+
+    def ordered(self) -> Iterator[Candidate]:
+        """Hierarchical reclaim, then priority (other queues), then own-queue candidates."""
+        yield from self._merged(self.hierarchy, True)
+        yield from self._merged(self.by_priority, False)
+        if self.same:
+            yield from _from_queue(self.state, self.preemptor, self.preemptor.cluster_queue, None, False)
+
+    def any_from(self, sources: tuple[tuple[str, QuotaNode], ...], advantage: bool) -> bool:
+        return next(self._merged(sources, advantage), None) is not None
+
+
+def _order(victim: AdmittedWorkload) -> tuple[int, float, str]:
+    return (victim.priority, -victim.quota_reserved_time, victim.workload.uid or victim.key)
+
+
+def candidate_sources(state: ClusterState, preemptor: Preemptor) -> CandidateSources:
+    """§6.3: the own queue per withinClusterQueue, and borrowing queues from the parent up to the root."""
     cq = state.cluster_queue(preemptor.cluster_queue)
     node = state.node(preemptor.cluster_queue)
-    same: list[Candidate] = []
-    if cq.preemption.within_cluster_queue != PreemptionPolicy.NEVER:
-        same = _from_queue(state, preemptor, node, None, False)
-    hierarchy: list[Candidate] = []
-    by_priority: list[Candidate] = []
+    hierarchy: list[tuple[str, QuotaNode]] = []
+    by_priority: list[tuple[str, QuotaNode]] = []
     if node.parent is not None and cq.preemption.reclaim_within_cohort != PreemptionPolicy.NEVER:
         advantage, remaining = quantities_fit_in_quota(node, preemptor.usage)
         previous: QuotaNode | None = None
         for ancestor in node.path_to_root():
-            target_list = hierarchy if advantage else by_priority
-            _collect_in_subtree(state, preemptor, ancestor, ancestor, previous, advantage, target_list)
+            found: list[QuotaNode] = []
+            _sources_in_subtree(preemptor, node, ancestor, previous, found)
+            (hierarchy if advantage else by_priority).extend((q.name, ancestor) for q in found)
             fits, remaining = quantities_fit_in_quota(ancestor, remaining)
             advantage = advantage or fits
             previous = ancestor
-    for group in (same, hierarchy, by_priority):
-        group.sort(key=lambda c: candidate_order_key(c.victim, preemptor.cluster_queue))
-    ordered = hierarchy + by_priority + same
-    return ordered, bool(hierarchy or by_priority), bool(hierarchy)
+    same = cq.preemption.within_cluster_queue != PreemptionPolicy.NEVER
+    return CandidateSources(state, preemptor, same, tuple(hierarchy), tuple(by_priority))
+
+
+def collect_candidates(state: ClusterState, preemptor: Preemptor) -> tuple[list[Candidate], bool, bool]:
+    """§6.3-6.5: every candidate in order, and whether any come from other queues / hierarchical reclaim."""
+    sources = candidate_sources(state, preemptor)
+    ordered = list(sources.ordered())
+    others = [c for c in ordered if c.victim.cluster_queue != preemptor.cluster_queue]
+    return ordered, bool(others), any(c.variant is Variant.HIERARCHICAL_RECLAIM for c in others)
 
 
 def _valid(state: ClusterState, preemptor: Preemptor, candidate: Candidate, allow_borrowing: bool) -> bool:
@@ -207,7 +251,7 @@ def workload_fits(state: ClusterState, preemptor: Preemptor, allow_borrowing: bo
 
 
 def _greedy(
-    state: ClusterState, preemptor: Preemptor, candidates: list[Candidate], allow_borrowing: bool
+    state: ClusterState, preemptor: Preemptor, candidates: Iterable[Candidate], allow_borrowing: bool
 ) -> list[Target]:
     """§6.7 and §6.8: remove candidates until the preemptor fits, then put back what is not needed.
 
@@ -264,12 +308,18 @@ def attempts(
 
 
 def classical_targets(state: ClusterState, preemptor: Preemptor) -> list[Target]:
-    """The minimal set of workloads to evict so that the preemptor fits; empty if impossible."""
-    candidates, from_others, hierarchical = collect_candidates(state, preemptor)
-    if not candidates:
+    """The minimal set of workloads to evict so that the preemptor fits; empty if impossible.
+
+    Candidates are produced lazily in §6.5 order, so a greedy pass that fits
+    early touches only the workloads it examines.
+    """
+    sources = candidate_sources(state, preemptor)
+    hierarchical = sources.any_from(sources.hierarchy, True)
+    from_others = hierarchical or sources.any_from(sources.by_priority, False)
+    if not from_others and not (sources.same and next(sources.ordered(), None) is not None):
         return []
     for allow_borrowing in attempts(state, preemptor, from_others, hierarchical):
-        targets = _greedy(state, preemptor, candidates, allow_borrowing)
+        targets = _greedy(state, preemptor, sources.ordered(), allow_borrowing)
         if targets:
             return targets
     return []

@@ -7,6 +7,7 @@ performs only reversible what-ifs (:meth:`ClusterState.simulate_removal`).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -66,6 +67,7 @@ class ClusterState:
             name: {} for name in config.cluster_queues
         }
         """Per queue and (flavor, resource), how many admitted workloads use each amount."""
+        self._ordered: dict[str, list[tuple[int, float, str, str]]] = {}
 
     def _index(self, workload: AdmittedWorkload, sign: int) -> None:
         per_fr = self.usage_by_priority.setdefault(workload.cluster_queue, {})
@@ -78,17 +80,24 @@ class ClusterState:
         """The largest usage of one admitted workload of ``cq_name`` in ``fr``."""
         return max(self.sizes.get(cq_name, {}).get(fr, {}), default=0)
 
+    def ordered(self, cq_name: str) -> list[tuple[int, float, str, str]]:
+        """The queue's admitted workloads as (priority, -reserved time, uid, key), ascending (§6.5 order)."""
+        return self._ordered.get(cq_name, [])
+
     def _hide(self, workload: AdmittedWorkload) -> None:
         self.tree.remove(workload.cluster_queue, workload.usage)
         del self.admitted[workload.key]
         del self.by_queue[workload.cluster_queue][workload.key]
         self._index(workload, -1)
+        entries = self._ordered[workload.cluster_queue]
+        del entries[bisect.bisect_left(entries, _order_entry(workload))]
 
     def _show(self, workload: AdmittedWorkload) -> None:
         self.admitted[workload.key] = workload
         self.by_queue.setdefault(workload.cluster_queue, {})[workload.key] = workload
         self.tree.add(workload.cluster_queue, workload.usage)
         self._index(workload, 1)
+        bisect.insort(self._ordered.setdefault(workload.cluster_queue, []), _order_entry(workload))
 
     def cluster_queue(self, name: str) -> ClusterQueue:
         return self.config.cluster_queues[name]
@@ -128,6 +137,15 @@ class ClusterState:
             yield
         finally:
             self.tree.remove(cq_name, usage)
+
+
+def _order_entry(workload: AdmittedWorkload) -> tuple[int, float, str, str]:
+    return (
+        workload.priority,
+        -workload.quota_reserved_time,
+        workload.workload.uid or workload.key,
+        workload.key,
+    )
 
 
 def _bump(counter: dict[int, int], key: int, delta: int) -> None:
