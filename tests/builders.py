@@ -7,7 +7,8 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
-from gpuq.core.admission import Scheduler, run_cycles
+from gpuq.core.admission import Scheduler
+from gpuq.core.cycles import run_cycles
 from gpuq.core.decisions import Admit, Pending, Preempt
 from gpuq.core.model import (
     Admission,

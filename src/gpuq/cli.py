@@ -17,7 +17,8 @@ from gpuq import __version__
 from gpuq.api.diagnostics import Diagnostic
 from gpuq.api.loader import LoadResult, load
 from gpuq.api.quantity import format_amount
-from gpuq.core.admission import AdmitRun, Scheduler, run_cycles
+from gpuq.core.admission import Scheduler
+from gpuq.core.cycles import AdmitRun, run_cycles
 from gpuq.core.state import ClusterState
 
 app = typer.Typer(
@@ -107,6 +108,14 @@ def admit(
     for workload in result.workloads:
         scheduler.submit(workload)
     run = run_cycles(scheduler, max_cycles=cycles, now=time.time() if now is None else now)
+    if run.flapping_period is not None:
+        err.print(
+            f"warning: stopped after {run.cycles} cycles: the same preemptions repeat every "
+            f"{run.flapping_period} cycles (preemptor flapping, see docs/kueue-parity.md); "
+            "the decisions shown are the latest of each workload",
+            style="yellow",
+            highlight=False,
+        )
     document = admit_document(run)
     if output == OutputFormat.JSON:
         sys.stdout.write(json.dumps(document, indent=2) + "\n")

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from builders import Case, case, cluster_queue, cohort, config, outcome_of, run_case, scheduler_with, workload
-from gpuq.core.admission import run_cycles
+from gpuq.core.cycles import run_cycles
 from gpuq.core.model import (
     ClusterConfig,
     LabelSelector,
