@@ -307,12 +307,12 @@ class Scheduler:
             return
         assignment = entry.assignment
         assert assignment is not None
-        removal = list(victims.values()) + [t.victim for t in entry.targets]
-        with self.state.simulate_removal(removal):
-            fits = all(
-                amount <= available(self.state.node(entry.cluster_queue), fr)
-                for fr, amount in assignment.usage.items()
-            )
+        node = self.state.node(entry.cluster_queue)
+        root = node.root()
+        removal = [v for v in victims.values() if self.state.node(v.cluster_queue).root() is root]
+        removal += [t.victim for t in entry.targets]
+        with self.state.without_usage(removal):
+            fits = all(amount <= available(node, fr) for fr, amount in assignment.usage.items())
         if not fits:
             entry.requeue = RequeueReason.FAILED_AFTER_NOMINATION
             entry.clear_scan = True  # Kueue's setSkipped: retry every flavor next time

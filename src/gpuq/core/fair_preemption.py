@@ -297,7 +297,7 @@ class _TargetOrdering:
     def share_after_removal(self, target: QuotaNode, victim: AdmittedWorkload) -> DominantShare:
         """The target's almost-LCA share without ``victim`` (removed from its queue, so the
         change reaches every ancestor through the lending limits)."""
-        with self.state.simulate_removal([victim]):
+        with self.state.without_usage([victim]):
             return node_share(self.state, _almost_lca(target, self._lca(target)))
 
     def _lca(self, target: QuotaNode) -> QuotaNode:

@@ -299,7 +299,7 @@ class FlavorAssigner:
                 "and no workload can be preempted to free it"
             )
             return Mode.NO_CANDIDATES, borrow
-        with self.state.simulate_removal(t.victim for t in targets):
+        with self.state.without_usage(t.victim for t in targets):
             borrow_after, _ = lowest_fitting_subtree(self.node, fr, value)
         if all(t.victim.cluster_queue != self.cq_name for t in targets):
             return Mode.RECLAIM, borrow_after
