@@ -257,6 +257,8 @@ class FlavorAssigner:
             borrowing = max(borrowing, fr_borrow)
             if fr_mode.is_preempt:
                 preempt_frs.add(fr)
+            if mode == Mode.NO_FIT:
+                break  # as Kueue: the flavor cannot fit, the other resources need no check
         return _FlavorTry(flavor, mode, borrowing, preempt_frs)
 
     def _fits_resource_quota(self, fr: FlavorResource, value: int, result: Assignment) -> tuple[Mode, int]:
