@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from builders import cluster_queue, config, scheduler_with, workload
 from gpuq.core.cycles import run_cycles
-from gpuq.core.model import PreemptionPolicy
+from gpuq.core.model import PreemptionPolicy, StopPolicy
 
 ANY = PreemptionPolicy.ANY
 
@@ -51,3 +53,27 @@ def test_max_cycles_bounds_the_run() -> None:
     assert run.cycles == 3
     assert not run.quiescent
     assert run.flapping_period is None
+
+
+@pytest.mark.parametrize(
+    ("policy", "holds_quota", "why"),
+    [
+        (StopPolicy.HOLD, True, "waiting in ClusterQueue"),
+        (StopPolicy.HOLD_AND_DRAIN, False, "evicted: ClusterQueue a is stopped (HoldAndDrain)"),
+    ],
+    ids=[
+        "stopPolicy Hold keeps admitted workloads and admits nothing new",
+        "stopPolicy HoldAndDrain also evicts the workloads it admitted",
+    ],
+)
+def test_stopped_cluster_queue(policy: StopPolicy, holds_quota: bool, why: str) -> None:
+    cfg = config(cluster_queue("a").flavor("f", gpu=4).stop(policy).build())
+    running = workload("running").queue("a").request(gpu=2).admitted("a", {"gpu": "f"}).build()
+    waiting = workload("waiting").queue("a").created(5).request(gpu=1).build()
+    scheduler = scheduler_with(cfg, [running, waiting])
+    run = run_cycles(scheduler)
+    assert ("default/running" in scheduler.state.admitted) is holds_quota
+    assert run.admitted == {}
+    assert "is stopped" in run.pending["default/waiting"].message
+    if not holds_quota:
+        assert why in run.pending["default/running"].message

@@ -109,16 +109,29 @@ class Scheduler:
             message = f"admission check {', '.join(rejected)} rejected the workload; it is deactivated"
             self.unqueued[workload.key] = Pending(workload.key, "Deactivated", message, cq_name)
             return
-        if retry or cq_name not in self.state.by_queue:
-            # Evicted by an admission check (or its queue is gone): quota released, back to its queue.
+        drained = self._drained(workload, cq_name)
+        if retry or drained or cq_name not in self.state.by_queue:
+            # Evicted (admission check Retry, stopped queue) or its queue is gone: back to its queue.
             requeued = replace(workload, admission=None, admission_checks={})
             self.workloads[workload.key] = requeued
             self.submit(requeued)
+            if drained:
+                self.why[workload.key] = Pending(workload.key, "Evicted", drained, cq_name)
             return
         usage = admission_usage(workload.admission)
         reserved = workload.quota_reserved_time or workload.creation_time
         self.state.reserve(AdmittedWorkload(workload, cq_name, usage, reserved))
         self.reserved_checks[workload.key] = dict(checks)
+
+    def _drained(self, workload: Workload, cq_name: str) -> str:
+        """Why a stopped queue with stopPolicy HoldAndDrain evicts this workload, or ""."""
+        cq = self.config.cluster_queues.get(cq_name)
+        if cq is not None and cq.stop_policy == StopPolicy.HOLD_AND_DRAIN:
+            return f"evicted: ClusterQueue {cq_name} is stopped (HoldAndDrain)"
+        lq = self.config.local_queues.get((workload.namespace, workload.queue_name))
+        if lq is not None and lq.stop_policy == StopPolicy.HOLD_AND_DRAIN:
+            return f"evicted: LocalQueue {lq.name} is stopped (HoldAndDrain)"
+        return ""
 
     def awaiting_checks(self) -> dict[str, Pending]:
         """Workloads holding quota whose admission checks are not all Ready (QuotaReserved only)."""
