@@ -30,6 +30,7 @@ if str(_SRC) not in sys.path:  # runnable without an editable install
     sys.path.insert(0, str(_SRC))
 
 from gpuq.core.admission import Scheduler  # noqa: E402
+from gpuq.core.cycles import FlappingDetector  # noqa: E402
 from gpuq.core.model import (  # noqa: E402
     Admission,
     ClusterConfig,
@@ -63,7 +64,6 @@ CPU_PER_GPU = 8_000  # quota headroom per GPU: CPU and memory never bind before 
 MEMORY_PER_GPU = 96 * GI
 EPOCH = 1_700_000_000.0
 LIVELOCK_WINDOW = 16  # cycles
-LIVELOCK_REPEATS = 4  # a recurring state seen this many times, each within the window, is a livelock
 
 
 # --------------------------------------------------------------------------- configuration
@@ -102,7 +102,8 @@ def queue_shapes(
     shapes = []
     for i in range(queues):
         k = rng.randint(min(2, len(flavors)), len(flavors))
-        chosen = tuple(rng.sample(flavors, k))
+        # Platforms list flavors in one preference order (reserved, on-demand, spot) in every queue.
+        chosen = tuple(sorted(rng.sample(flavors, k), key=flavors.index))
         strategy = QueueingStrategy.STRICT_FIFO if rng.random() < 0.3 else QueueingStrategy.BEST_EFFORT_FIFO
         within = PreemptionPolicy.LOWER_PRIORITY if rng.random() < 0.5 else PreemptionPolicy.NEVER
         reclaim = PreemptionPolicy.ANY if rng.random() < 0.4 else PreemptionPolicy.NEVER
@@ -260,11 +261,8 @@ def run_until_quiescent(scheduler: Scheduler, max_cycles: int, progress: bool) -
     preempted_keys: set[str] = set()
     evict_time = 0.0
     quiescent = False
-    # Livelock detection: the engine is deterministic, so when the workloads holding quota and a
-    # cycle's decisions recur, the run would repeat forever. ``holding`` is an XOR-hash of the keys
-    # holding quota, updated incrementally.
-    holding = 0
-    seen: dict[tuple[int, frozenset[str], frozenset[str]], tuple[int, int]] = {}
+    # The engine's own flapping detector (gpuq.core.cycles) ends a run whose decisions repeat.
+    detector = FlappingDetector()
     livelock: dict[str, Any] | None = None
     recent: deque[tuple[frozenset[str], frozenset[str], frozenset[str]]] = deque(maxlen=LIVELOCK_WINDOW)
     peak = (len(scheduler.state.admitted), 0, 0.0)  # most holding quota: (count, cycle, cycle time)
@@ -289,31 +287,24 @@ def run_until_quiescent(scheduler: Scheduler, max_cycles: int, progress: bool) -
             preempted_keys.add(eviction.workload)
             scheduler.evict(eviction.workload, now)
         evict_time += time.perf_counter() - t1
-        if result.changed:
-            admitted_now = frozenset(a.workload for a in result.admitted)
-            preempted_now = frozenset(p.workload for p in result.preempted)
-            for key in admitted_now:
-                holding ^= hash(key)
-            for key in preempted_now:
-                holding ^= hash(key)
-            signature = (holding, admitted_now, preempted_now)
-            recent.append((admitted_now, preempted_now, frozenset(p.by for p in result.preempted)))
-            cycle = len(cycle_times)
-            last, repeats = seen.get(signature, (-LIVELOCK_WINDOW - 1, 0))
-            repeats = repeats + 1 if cycle - last <= LIVELOCK_WINDOW else 1
-            seen[signature] = (cycle, repeats)
-            if len(seen) > 4 * LIVELOCK_WINDOW:  # keep only recent signatures
-                seen = {k: v for k, v in seen.items() if cycle - v[0] <= LIVELOCK_WINDOW}
-            if repeats >= LIVELOCK_REPEATS:
-                period = list(recent)[-(cycle - last) :]
-                livelock = {
-                    "cycle": cycle,
-                    "period": cycle - last,
-                    "admitted": sorted(set().union(*(a for a, _, _ in period))),
-                    "preempted": sorted(set().union(*(p for _, p, _ in period))),
-                    "preemptors": sorted(set().union(*(b for _, _, b in period))),
-                }
-                break
+        recent.append(
+            (
+                frozenset(a.workload for a in result.admitted),
+                frozenset(p.workload for p in result.preempted),
+                frozenset(p.by for p in result.preempted),
+            )
+        )
+        period = detector.observe(result)
+        if period is not None:
+            window = list(recent)[-period:]
+            livelock = {
+                "cycle": len(cycle_times),
+                "period": period,
+                "admitted": sorted(set().union(*(a for a, _, _ in window))),
+                "preempted": sorted(set().union(*(p for _, p, _ in window))),
+                "preemptors": sorted(set().union(*(b for _, _, b in window))),
+            }
+            break
         if progress and len(cycle_times) % 100 == 0:
             print(
                 f"  cycle {len(cycle_times)}: {admissions} admissions,"
