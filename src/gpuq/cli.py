@@ -95,7 +95,11 @@ def admit(
         OutputFormat, typer.Option("--output", "-o", help="table, json or yaml.")
     ] = OutputFormat.TABLE,
     now: Annotated[
-        float | None, typer.Option("--now", help="Scheduling time, seconds since the epoch (default: now).")
+        float | None,
+        typer.Option(
+            "--now",
+            help="Scheduling time, seconds since the epoch (default: now, or later than every timestamp).",
+        ),
     ] = None,
 ) -> None:
     """Run Kueue scheduling cycles on the snapshot the manifests describe and print the decisions."""
@@ -107,7 +111,7 @@ def admit(
     scheduler = Scheduler(result.config)
     for workload in result.workloads:
         scheduler.submit(workload)
-    run = run_cycles(scheduler, max_cycles=cycles, now=time.time() if now is None else now)
+    run = run_cycles(scheduler, max_cycles=cycles, now=_snapshot_time(result) if now is None else now)
     if run.flapping_period is not None:
         err.print(
             f"warning: stopped after {run.cycles} cycles: the same preemptions repeat every "
@@ -123,6 +127,15 @@ def admit(
         sys.stdout.write(yaml.safe_dump(document, sort_keys=False))
     else:
         _print_admit_tables(run, scheduler.state)
+
+
+def _snapshot_time(result: LoadResult) -> float:
+    """Now, or just after the latest timestamp in the manifests if the clock is behind them,
+    so that new admissions are always the most recent quota reservations."""
+    latest = max(
+        (t for w in result.workloads for t in (w.creation_time, w.quota_reserved_time or 0.0)), default=0.0
+    )
+    return max(time.time(), latest + 1.0)
 
 
 def admit_document(run: AdmitRun) -> dict[str, Any]:
