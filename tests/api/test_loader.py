@@ -345,3 +345,32 @@ def test_workload_source_errors_name_the_source_object(tmp_path: Path) -> None:
     text = SOURCE_SETUP + job
     assert [(d.kind, d.name, d.line) for d in result.errors] == [("Job", "train", line_of(text, "batch/v1"))]
     assert "does not cover" in result.errors[0].message or "never hold" in result.errors[0].message
+
+
+def test_an_object_with_a_type_error_still_reports_its_name_and_unknown_fields(tmp_path: Path) -> None:
+    bad = tmp_path / "cq.yaml"
+    bad.write_text(
+        textwrap.dedent(
+            """\
+            apiVersion: kueue.x-k8s.io/v1beta2
+            kind: ClusterQueue
+            metadata: {name: Team_A}
+            spec:
+              queueingStrategy: Fifo
+              resourceGroups:
+              - coveredResources: [cpu]
+                flavors:
+                - name: f
+                  resources:
+                  - {name: cpu, nominalQuota: 4, borrowingLimt: 2}
+            """
+        )
+    )
+    result = load([str(bad)])
+    found = {(d.field, d.severity) for d in result.diagnostics}
+    assert found == {
+        ("metadata.name", "error"),
+        ("spec.queueingStrategy", "error"),
+        ("spec.resourceGroups[0].flavors[0].resources[0].borrowingLimt", "warning"),
+    }
+    assert result.config is None

@@ -21,10 +21,10 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import ModuleType
-from typing import Any, TextIO
+from types import ModuleType, UnionType
+from typing import Annotated, Any, TextIO, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -259,6 +259,11 @@ def _validate_model(
         parsed = model.model_validate(data)
     except ValidationError as err:
         diagnostics += [located.diagnostic(_loc(e["loc"]), _message(e)) for e in err.errors()]
+        diagnostics += [
+            located.diagnostic(p, "unknown field", "warning") for p in unknown_raw_fields(model, data, ())
+        ]
+        if name and (problem := validation.dns_subdomain_problem(name)):
+            diagnostics.append(located.diagnostic(("metadata", "name"), f"invalid name {name!r}: {problem}"))
         if broken is not None:
             broken.append((model, namespace, _name_of(data)))
         return None
@@ -308,6 +313,38 @@ def unknown_fields(value: Any, prefix: FieldPath) -> Iterator[FieldPath]:
         for key, item in value.items():
             if isinstance(item, BaseModel | list):
                 yield from unknown_fields(item, (*prefix, str(key)))
+
+
+def unknown_raw_fields(model: type[BaseModel], data: Any, prefix: FieldPath) -> Iterator[FieldPath]:
+    """Unknown fields of raw data that failed validation, found by walking the model's fields."""
+    if not isinstance(data, dict) or issubclass(model, kueue.Loose):
+        return
+    fields: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        fields[name] = fields[info.alias or name] = info.annotation
+    for key, value in data.items():
+        if key not in fields:
+            yield (*prefix, str(key))
+        else:
+            yield from _unknown_in(fields[key], value, (*prefix, str(key)))
+
+
+def _unknown_in(annotation: Any, value: Any, prefix: FieldPath) -> Iterator[FieldPath]:
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        yield from _unknown_in(args[0], value, prefix)
+    elif origin in (Union, UnionType):
+        models = [a for a in args if a is not type(None)]
+        if len(models) == 1:
+            yield from _unknown_in(models[0], value, prefix)
+    elif origin in (list, tuple, Sequence) and args and isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _unknown_in(args[0], item, (*prefix, index))
+    elif origin in (dict, Mapping) and len(args) == 2 and isinstance(value, dict):
+        for key, item in value.items():
+            yield from _unknown_in(args[1], item, (*prefix, str(key)))
+    elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield from unknown_raw_fields(annotation, value, prefix)
 
 
 # --- helpers --------------------------------------------------------------------------------
