@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from gpuq.api.pods import effective_pod_requests
+from gpuq.api.pods import effective_pod_requests, request_limit_problems
 from gpuq.api.quantity import QuantityError
 
 
@@ -96,3 +96,31 @@ def test_effective_pod_requests(spec: dict[str, Any], expected: dict[str, Decima
 def test_malformed_quantity_raises() -> None:
     with pytest.raises(QuantityError):
         effective_pod_requests({"containers": [c({"cpu": "lots"})]})
+
+
+LIMIT_CASES = [
+    ("a request equal to its limit is fine", {"cpu": "2"}, {"cpu": "2"}, []),
+    ("a request below its limit is fine", {"cpu": "1"}, {"cpu": "2"}, []),
+    ("a request above its limit is rejected", {"memory": "2Gi"}, {"memory": "1Gi"}, ["less than or equal"]),
+    (
+        "an extended resource request must equal its limit",
+        {"nvidia.com/gpu": "2"},
+        {"nvidia.com/gpu": "1"},
+        ["must equal"],
+    ),
+    ("limits alone are fine", {}, {"nvidia.com/gpu": "1"}, []),
+]
+
+
+@pytest.mark.parametrize(
+    ("requests", "limits", "expected"), [c[1:] for c in LIMIT_CASES], ids=[c[0] for c in LIMIT_CASES]
+)
+def test_request_limit_problems(
+    requests: dict[str, str], limits: dict[str, str], expected: list[str]
+) -> None:
+    spec = {"containers": [{"name": "c", "resources": {"requests": requests, "limits": limits}}]}
+    problems = list(request_limit_problems(spec))
+    assert len(problems) == len(expected)
+    for (path, message), phrase in zip(problems, expected, strict=True):
+        assert path[:4] == ("containers", 0, "resources", "requests")
+        assert phrase in message

@@ -87,3 +87,11 @@ def test_format_amount_round_trips_common_values() -> None:
         "2",
         "16Gi",
     ]
+
+
+@pytest.mark.parametrize(
+    "text", ["1e30", 10**19, "9999999999999999999Ki"], ids=["exponent", "yaml int", "suffix"]
+)
+def test_absurdly_large_quantities_are_rejected(text: object) -> None:
+    with pytest.raises(QuantityError, match="too large"):
+        parse_quantity(text)

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from gpuq.api.quantity import QuantityError, parse_quantity
@@ -73,6 +73,16 @@ def parse_timestamp(value: object) -> float:
 
 
 Quantity = Annotated[Decimal, BeforeValidator(_quantity)]
+
+
+def _non_negative(value: Decimal) -> Decimal:
+    if value < 0:
+        raise ValueError("must be greater than or equal to 0")
+    return value
+
+
+NonNegativeQuantity = Annotated[Decimal, BeforeValidator(_quantity), AfterValidator(_non_negative)]
+"""A quota amount: checked with the object's other type errors, so every problem shows at once."""
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 Timestamp = Annotated[float, BeforeValidator(parse_timestamp)]
 StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
@@ -198,9 +208,9 @@ class ResourceFlavor(Object):
 
 class ResourceQuota(Strict):
     name: str
-    nominal_quota: Quantity
-    borrowing_limit: Quantity | None = None
-    lending_limit: Quantity | None = None
+    nominal_quota: NonNegativeQuantity
+    borrowing_limit: NonNegativeQuantity | None = None
+    lending_limit: NonNegativeQuantity | None = None
 
 
 class FlavorQuotas(Strict):

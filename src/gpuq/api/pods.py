@@ -99,3 +99,28 @@ def quantity_problems(pod_spec: Mapping[str, Any]) -> Iterator[tuple[tuple[str |
             continue
         if quantity < 0:
             yield path, f"must be greater than or equal to 0 (got {value})"
+
+
+def is_extended_resource(name: str) -> bool:
+    """Extended resources (``vendor.example/thing``) cannot be overcommitted: requests equal limits."""
+    return "/" in name and not name.startswith(("kubernetes.io/", "requests.", "hugepages-"))
+
+
+def request_limit_problems(pod_spec: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """Yield ``(field path, message)`` where a request exceeds its limit, as the API server rejects it
+    (and, for extended resources such as ``nvidia.com/gpu``, where a request differs from its limit)."""
+    for group in ("initContainers", "containers"):
+        for index, container in enumerate(pod_spec.get(group) or ()):
+            resources = (container or {}).get("resources") or {}
+            requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+            for name in sorted(set(requests) & set(limits)):
+                try:
+                    request, limit = parse_quantity(requests[name]), parse_quantity(limits[name])
+                except QuantityError:
+                    continue  # reported by quantity_problems
+                path = (group, index, "resources", "requests", name)
+                if is_extended_resource(name) and request != limit:
+                    both = f"({requests[name]} != {limits[name]})"
+                    yield path, f"must equal its limit for extended resource {name} {both}"
+                elif request > limit:
+                    yield path, f"must be less than or equal to its limit ({requests[name]} > {limits[name]})"

@@ -48,13 +48,13 @@ def parse_quantity(value: object) -> Decimal:
     if isinstance(value, bool) or value is None:
         raise QuantityError(f"{value!r} is not a quantity")
     if isinstance(value, int):
-        return Decimal(value)
+        return _bounded(Decimal(value), value)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise QuantityError(f"{value!r} is not a finite quantity")
-        return Decimal(repr(value))
+        return _bounded(Decimal(repr(value)), value)
     if isinstance(value, Decimal):
-        return value
+        return _bounded(value, value)
     if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity")
     match = _PATTERN.match(value.strip())
@@ -65,11 +65,21 @@ def parse_quantity(value: object) -> Decimal:
     except InvalidOperation as err:  # pragma: no cover - the regex admits only valid numbers
         raise QuantityError(f"{value!r} is not a quantity") from err
     if match["exp"]:
-        return number.scaleb(int(match["exp"][1:]))
+        return _bounded(number.scaleb(int(match["exp"][1:])), value)
     suffix = match["suffix"] or ""
     if suffix in _BINARY:
-        return number * _BINARY[suffix]
-    return number * _DECIMAL[suffix]
+        return _bounded(number * _BINARY[suffix], value)
+    return _bounded(number * _DECIMAL[suffix], value)
+
+
+MAX_MILLI = 2**63 - 1
+"""Kubernetes keeps quantities as int64 milli-values; anything larger is not a usable amount."""
+
+
+def _bounded(quantity: Decimal, text: object) -> Decimal:
+    if abs(quantity) * 1000 > MAX_MILLI:
+        raise QuantityError(f"{text!r} is too large (at most {MAX_MILLI // 1000} in any unit)")
+    return quantity
 
 
 def to_amount(resource: str, value: object) -> int:

@@ -20,7 +20,7 @@ from typing import Any
 
 from gpuq.api import kueue
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest
-from gpuq.api.pods import quantity_problems
+from gpuq.api.pods import quantity_problems, request_limit_problems
 from gpuq.core import model as core
 from gpuq.core.quota import QuotaTree, potential_available
 
@@ -389,7 +389,7 @@ def _pod_set(pod_set: kueue.PodSet, at: FieldPath) -> Findings:
         yield (*at, "minCount"), "minCount should be positive and less or equal to count"
     spec = pod_set.template.spec
     raw = spec.model_dump(by_alias=True)
-    for path, message in quantity_problems(raw):
+    for path, message in (*quantity_problems(raw), *request_limit_problems(raw)):
         yield (*at, "template", "spec", *path), message
     for group in ("initContainers", "containers"):
         for ci, container in enumerate(raw.get(group) or ()):
