@@ -22,7 +22,6 @@ from builders import (
     scheduler_with,
     workload,
 )
-from gpuq.core.admission import Entry
 from gpuq.core.fair_preemption import fair_targets
 from gpuq.core.fairshare import dominant_share, order_entries, weight_of
 from gpuq.core.flavors import Assignment
@@ -34,6 +33,7 @@ from gpuq.core.model import (
     PreemptionPolicy,
     Workload,
 )
+from gpuq.core.nomination import Entry
 from gpuq.core.preemption import Preemptor
 from gpuq.core.state import ClusterState
 

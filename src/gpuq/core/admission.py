@@ -21,11 +21,10 @@ found it; :meth:`Scheduler.apply` reserves quota and updates the queues.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from gpuq.core import fairshare
 from gpuq.core.decisions import Admit, CycleResult, Pending, Preempt
-from gpuq.core.fair_preemption import preemption_targets
 from gpuq.core.flavors import Assignment, FlavorAssigner, Mode
 from gpuq.core.model import (
     Admission,
@@ -38,7 +37,7 @@ from gpuq.core.model import (
     StopPolicy,
     Workload,
 )
-from gpuq.core.preemption import Preemptor, Target
+from gpuq.core.nomination import Entry, nominate, preemption_targets_for
 from gpuq.core.queues import ClusterQueueQueue, RequeueReason
 from gpuq.core.quota import FlavorResource, QuotaNode, available
 from gpuq.core.state import AdmittedWorkload, ClusterState, admission_usage
@@ -49,23 +48,6 @@ HUMAN_REASONS = {
     "InCohortFairSharing": "fair sharing within the cohort",
     "InCohortReclaimWhileBorrowing": "reclamation within the cohort while borrowing",
 }
-
-
-@dataclass(slots=True)
-class Entry:
-    """A nominated head: its assignment, targets and outcome in this cycle."""
-
-    workload: Workload
-    cluster_queue: str
-    assignment: Assignment | None = None
-    targets: list[Target] = field(default_factory=list)
-    inadmissible: str = ""
-    requeue: RequeueReason = RequeueReason.NO_FIT
-    clear_scan: bool = False  # skipped, overlapping and preempting entries retry every flavor (§4.8)
-
-    @property
-    def key(self) -> str:
-        return self.workload.key
 
 
 class Scheduler:
@@ -194,7 +176,7 @@ class Scheduler:
         """One scheduling cycle; the state is unchanged when this returns."""
         entries = self.heads(now)
         for entry in entries:
-            self._nominate(entry, now)
+            nominate(self.state, entry, now, self.last_tried.get(entry.key))
         fair = self.config.scheduler.fair_sharing.enable
         nominated = [e for e in entries if not e.inadmissible]
         ordered = (
@@ -213,81 +195,6 @@ class Scheduler:
                 self.state.tree.remove(cq_name, usage)
         result = CycleResult(tuple(admitted), tuple(preempted), tuple(pending), tuple(e.key for e in entries))
         return result, entries
-
-    def _nominate(self, entry: Entry, now: float) -> None:
-        """§3.3: set aside heads that cannot be nominated, else assign flavors and targets."""
-        workload, cq = entry.workload, self.config.cluster_queues[entry.cluster_queue]
-        labels = self.config.labels_of_namespace(workload.namespace)
-        if cq.namespace_selector is None or not cq.namespace_selector.matches(labels):
-            entry.inadmissible = "Workload namespace doesn't match ClusterQueue selector"
-            entry.requeue = RequeueReason.NAMESPACE_MISMATCH
-            return
-        bad_checks = [
-            n for n, s in workload.admission_checks.items() if s in (CheckState.RETRY, CheckState.REJECTED)
-        ]
-        if bad_checks:
-            entry.inadmissible = f"admission checks {', '.join(sorted(bad_checks))} are in Retry or Rejected"
-            entry.requeue = RequeueReason.INACTIVE
-            return
-        if workload.requeue_at is not None and workload.requeue_at > now:
-            entry.inadmissible = f"waiting for requeue backoff until {workload.requeue_at:.0f}"
-            entry.requeue = RequeueReason.INACTIVE
-            return
-        self._initial_assignment(entry)
-
-    def _initial_assignment(self, entry: Entry) -> None:
-        """§3.4 and §9: full size first; shrink only if neither fit nor preemption works."""
-        assigner = FlavorAssigner(self.state, entry.workload, entry.cluster_queue)
-        resume = self.last_tried.get(entry.key)
-        full = assigner.assign(resume=resume)
-        entry.assignment = full
-        if full.mode == Mode.FIT:
-            return
-        if full.mode in (Mode.PREEMPT, Mode.RECLAIM):
-            entry.targets = self.targets(entry.workload, entry.cluster_queue, full)
-            if entry.targets:
-                return
-        if self.config.scheduler.partial_admission:
-            reduced = self._partial(entry, assigner, resume)
-            if reduced is not None:
-                entry.assignment, entry.targets = reduced
-
-    def _partial(
-        self, entry: Entry, assigner: FlavorAssigner, resume: list[dict[str, int]] | None
-    ) -> tuple[Assignment, list[Target]] | None:
-        """§9.2: binary search for the largest counts (smallest step) that fit or can preempt."""
-        pod_sets = entry.workload.pod_sets
-        deltas = [ps.count - (ps.min_count if ps.min_count is not None else ps.count) for ps in pod_sets]
-        total = sum(deltas)
-        if total <= 0:
-            return None
-
-        def attempt(i: int) -> tuple[Assignment, list[Target]] | None:
-            counts = {ps.name: ps.count - (d * i) // total for ps, d in zip(pod_sets, deltas, strict=True)}
-            assignment = assigner.assign(counts, resume)
-            if assignment.mode == Mode.FIT:
-                return assignment, []
-            if assignment.mode in (Mode.PREEMPT, Mode.RECLAIM):
-                targets = self.targets(entry.workload, entry.cluster_queue, assignment)
-                if targets:
-                    return assignment, targets
-            return None
-
-        low, high, best = 1, total, None
-        while low <= high:
-            mid = (low + high) // 2
-            found = attempt(mid)
-            if found is not None:
-                best, high = found, mid - 1
-            else:
-                low = mid + 1
-        return best
-
-    def targets(self, workload: Workload, cq_name: str, assignment: Assignment) -> list[Target]:
-        preemptor = Preemptor(
-            workload, cq_name, dict(assignment.usage), frozenset(assignment.frs_need_preemption)
-        )
-        return preemption_targets(self.state, preemptor)
 
     def _process(
         self,
@@ -376,7 +283,9 @@ class Scheduler:
                 counts, pinned=pinned
             )
             targets = (
-                self.targets(entry.workload, entry.cluster_queue, again) if again.mode.is_preempt else []
+                preemption_targets_for(self.state, entry.workload, entry.cluster_queue, again)
+                if again.mode.is_preempt
+                else []
             )
         if again.mode == Mode.FIT:
             usage = dict(again.usage)

@@ -28,7 +28,7 @@ from gpuq.core.quota import FlavorResource, QuotaNode, potential_available
 from gpuq.core.state import ClusterState
 
 if TYPE_CHECKING:
-    from gpuq.core.admission import Entry
+    from gpuq.core.nomination import Entry
 
 GATE_DEFAULTS: Mapping[str, bool] = {
     "FairSharingPrioritizeNonBorrowing": True,  # beta

@@ -1,0 +1,124 @@
+"""Nomination: what a head would take if the cycle processed it now (kueue-semantics §3.3, §3.4, §9).
+
+1. Heads that cannot be nominated are set aside: a namespace the ClusterQueue
+   does not select, admission checks in Retry or Rejected, a requeue backoff
+   still running.
+2. Flavors are assigned at full size; a fit is taken as it is.
+3. Otherwise, if preemption could make room, its targets are computed; a
+   non-empty set is taken.
+4. Otherwise, with partial admission, the largest reduced counts that fit or
+   can preempt are searched for (binary search over Kueue's reduction steps).
+
+Everything is computed against the state as the cycle found it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gpuq.core.fair_preemption import preemption_targets
+from gpuq.core.flavors import Assignment, FlavorAssigner, Mode
+from gpuq.core.model import CheckState, Workload
+from gpuq.core.preemption import Preemptor, Target
+from gpuq.core.queues import RequeueReason
+from gpuq.core.state import ClusterState
+
+ScanProgress = Sequence[dict[str, int]]
+
+
+@dataclass(slots=True)
+class Entry:
+    """A nominated head: its assignment, targets and outcome in this cycle."""
+
+    workload: Workload
+    cluster_queue: str
+    assignment: Assignment | None = None
+    targets: list[Target] = field(default_factory=list)
+    inadmissible: str = ""
+    requeue: RequeueReason = RequeueReason.NO_FIT
+    clear_scan: bool = False  # skipped, overlapping and preempting entries retry every flavor (§4.8)
+
+    @property
+    def key(self) -> str:
+        return self.workload.key
+
+
+def nominate(state: ClusterState, entry: Entry, now: float, resume: ScanProgress | None = None) -> None:
+    """§3.3: set ``entry.inadmissible``, or its assignment and targets."""
+    workload = entry.workload
+    cq = state.config.cluster_queues[entry.cluster_queue]
+    labels = state.config.labels_of_namespace(workload.namespace)
+    if cq.namespace_selector is None or not cq.namespace_selector.matches(labels):
+        entry.inadmissible = "Workload namespace doesn't match ClusterQueue selector"
+        entry.requeue = RequeueReason.NAMESPACE_MISMATCH
+        return
+    bad = sorted(
+        n for n, s in workload.admission_checks.items() if s in (CheckState.RETRY, CheckState.REJECTED)
+    )
+    if bad:
+        entry.inadmissible = f"admission checks {', '.join(bad)} are in Retry or Rejected"
+        entry.requeue = RequeueReason.INACTIVE
+        return
+    if workload.requeue_at is not None and workload.requeue_at > now:
+        entry.inadmissible = f"waiting for requeue backoff until {workload.requeue_at:.0f}"
+        entry.requeue = RequeueReason.INACTIVE
+        return
+    _initial_assignment(state, entry, resume)
+
+
+def _initial_assignment(state: ClusterState, entry: Entry, resume: ScanProgress | None) -> None:
+    """§3.4 and §9: full size first; shrink only if neither fit nor preemption works."""
+    assigner = FlavorAssigner(state, entry.workload, entry.cluster_queue)
+    full = assigner.assign(resume=resume)
+    entry.assignment = full
+    if full.mode == Mode.FIT:
+        return
+    if full.mode in (Mode.PREEMPT, Mode.RECLAIM):
+        entry.targets = preemption_targets_for(state, entry.workload, entry.cluster_queue, full)
+        if entry.targets:
+            return
+    if state.config.scheduler.partial_admission:
+        reduced = _partial(state, entry, assigner, resume)
+        if reduced is not None:
+            entry.assignment, entry.targets = reduced
+
+
+def _partial(
+    state: ClusterState, entry: Entry, assigner: FlavorAssigner, resume: ScanProgress | None
+) -> tuple[Assignment, list[Target]] | None:
+    """§9.2: binary search for the largest counts (smallest step) that fit or can preempt."""
+    pod_sets = entry.workload.pod_sets
+    deltas = [ps.count - (ps.min_count if ps.min_count is not None else ps.count) for ps in pod_sets]
+    total = sum(deltas)
+    if total <= 0:
+        return None
+
+    def attempt(step: int) -> tuple[Assignment, list[Target]] | None:
+        counts = {ps.name: ps.count - (d * step) // total for ps, d in zip(pod_sets, deltas, strict=True)}
+        assignment = assigner.assign(counts, resume)
+        if assignment.mode == Mode.FIT:
+            return assignment, []
+        if assignment.mode in (Mode.PREEMPT, Mode.RECLAIM):
+            targets = preemption_targets_for(state, entry.workload, entry.cluster_queue, assignment)
+            if targets:
+                return assignment, targets
+        return None
+
+    low, high, best = 1, total, None
+    while low <= high:
+        mid = (low + high) // 2
+        found = attempt(mid)
+        if found is not None:
+            best, high = found, mid - 1
+        else:
+            low = mid + 1
+    return best
+
+
+def preemption_targets_for(
+    state: ClusterState, workload: Workload, cq_name: str, assignment: Assignment
+) -> list[Target]:
+    """The victims that would let ``assignment`` be admitted (classical or fair, per the config)."""
+    needed = frozenset(assignment.frs_need_preemption)
+    return preemption_targets(state, Preemptor(workload, cq_name, dict(assignment.usage), needed))
