@@ -29,7 +29,7 @@ from typing import Annotated, Any, TextIO, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from gpuq.api import convert, kueue, validation
+from gpuq.api import convert, kueue, references, validation
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, ManifestError, sort_diagnostics
 from gpuq.core.model import ClusterConfig, Workload
 
@@ -76,7 +76,7 @@ def load(paths: Sequence[str], stdin: TextIO | None = None) -> LoadResult:
     """
     diagnostics: list[Diagnostic] = []
     manifests: list[Manifest] = []
-    broken: list[validation.ObjectKey] = []
+    broken: list[references.ObjectKey] = []
     for path, text in _read_inputs(paths, stdin, diagnostics):
         documents, errors = parse_documents(path, text)
         diagnostics += errors
@@ -87,12 +87,12 @@ def load(paths: Sequence[str], stdin: TextIO | None = None) -> LoadResult:
                     manifests.append(manifest)
     for manifest in manifests:
         diagnostics += validation.validate_object(manifest)
-    diagnostics += validation.validate_references(manifests, broken)
+    diagnostics += references.validate_references(manifests, broken)
     config: ClusterConfig | None = None
     workloads: tuple[Workload, ...] = ()
     if not any(d.severity == "error" for d in diagnostics):
         config, workloads = convert.convert(manifests)
-        diagnostics += validation.validate_capacity(manifests, config, workloads)
+        diagnostics += references.validate_capacity(manifests, config, workloads)
     if any(d.severity == "error" for d in diagnostics):
         config, workloads = None, ()
     return LoadResult(config, tuple(workloads), sort_diagnostics(diagnostics), tuple(manifests))
@@ -212,7 +212,7 @@ def expand_lists(document: Document, diagnostics: list[Diagnostic]) -> Iterator[
 
 
 def read_manifest(
-    document: Document, diagnostics: list[Diagnostic], broken: list[validation.ObjectKey] | None = None
+    document: Document, diagnostics: list[Diagnostic], broken: list[references.ObjectKey] | None = None
 ) -> Manifest | None:
     """Turn one document into a :class:`Manifest`, appending what was wrong to ``diagnostics``.
 
@@ -249,7 +249,7 @@ def _validate_model(
     lines: dict[FieldPath, int],
     display: tuple[str, str],
     diagnostics: list[Diagnostic],
-    broken: list[validation.ObjectKey] | None = None,
+    broken: list[references.ObjectKey] | None = None,
 ) -> Manifest | None:
     """Validate ``data`` against ``model``; ``display`` is the (Kind, name) diagnostics show."""
     kind, name = display
@@ -275,7 +275,7 @@ def _read_source(
     document: Document,
     sources: ModuleType,
     diagnostics: list[Diagnostic],
-    broken: list[validation.ObjectKey] | None,
+    broken: list[references.ObjectKey] | None,
 ) -> Manifest | None:
     data = document.data
     kind, name = str(data["kind"]), _name_of(data)
