@@ -178,16 +178,16 @@ def _print_admit_tables(run: AdmitRun, state: ClusterState) -> None:
         preempted = Table(title="Preempted", title_justify="left")
         for column in ("workload", "cluster queue", "by", "reason"):
             preempted.add_column(column)
-        for key, p in sorted(run.preempted.items()):
-            preempted.add_row(key, p.cluster_queue, p.by, p.reason)
+        for key, eviction in sorted(run.preempted.items()):
+            preempted.add_row(key, eviction.cluster_queue, eviction.by, eviction.reason)
         out.print(preempted)
     if run.pending:
         waiting = Table(title="Pending", title_justify="left")
         waiting.add_column("workload")
         waiting.add_column("cluster queue")
         waiting.add_column("why it waits", overflow="fold")
-        for key, p in sorted(run.pending.items()):
-            waiting.add_row(key, p.cluster_queue or "-", p.message)
+        for key, why in sorted(run.pending.items()):
+            waiting.add_row(key, why.cluster_queue or "-", why.message)
         out.print(waiting)
     out.print(_usage_table(state))
 
