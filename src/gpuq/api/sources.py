@@ -32,10 +32,19 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuq.api.quantity import QuantityError, parse_quantity
+from gpuq.api.ray_sources import raycluster_pod_sets, rayjob_pod_sets
+from gpuq.api.source_fields import (
+    SourceError,
+    check_pod_sets,
+    count_field,
+    int_field,
+    make_pod_set,
+    mapping_field,
+    pod_template,
+    queue_name,
+)
 
 WORKLOAD_API_VERSION = "kueue.x-k8s.io/v1beta2"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
@@ -47,7 +56,6 @@ SOURCE_ANNOTATION = "gpuq.dev/source"
 WORKLOAD_PRIORITY_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"
 POD_PRIORITY_SOURCE = "scheduling.k8s.io/priorityclass"
 DEFAULT_POD_SET = "main"
-MAX_POD_SETS = 8
 """Kueue's Workload API accepts at most 8 pod sets."""
 
 _HASH_LENGTH = 5
@@ -58,94 +66,7 @@ _JOB_MANAGED_LABELS = (
     "batch.kubernetes.io/job-name",
     "batch.kubernetes.io/controller-uid",
 )
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-
-
-class SourceError(ValueError):
-    """A source manifest that cannot become a Workload; ``field`` is a path in the source document."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-
-
-# --- reading fields ------------------------------------------------------------------------------
-
-
-def _mapping(value: object, field: str, *, required: bool = True) -> dict[str, Any]:
-    """Return ``value`` as a mapping; ``None`` becomes ``{}`` unless ``required``."""
-    if value is None and not required:
-        return {}
-    if not isinstance(value, dict):
-        what = "missing" if value is None else f"a {type(value).__name__}"
-        raise SourceError(field, f"expected a mapping, got {what}")
-    return value
-
-
-def _count(parent: Mapping[str, Any], key: str, field: str, default: int | None) -> int | None:
-    """Return the non-negative integer at ``parent[key]``, or ``default`` when it is absent."""
-    value = parent.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SourceError(field, f"expected a non-negative integer, got {value!r}")
-    if value < 0:
-        raise SourceError(field, f"must not be negative, got {value}")
-    return value
-
-
-def _int(parent: Mapping[str, Any], key: str, field: str, default: int) -> int:
-    """:func:`_count` with a default, so never ``None``."""
-    value = _count(parent, key, field, default)
-    assert value is not None
-    return value
-
-
-def _template(
-    parent: Mapping[str, Any], key: str, field: str, *, strip_labels: Iterable[str] = ()
-) -> dict[str, Any]:
-    """Copy the pod template at ``parent[key]`` as ``{"metadata"?, "spec"}``.
-
-    Only the template's labels and annotations are kept from its metadata,
-    minus ``strip_labels``; ``metadata`` is omitted when nothing is left.
-    """
-    template = _mapping(parent.get(key), field)
-    spec = _mapping(template.get("spec"), f"{field}.spec")
-    metadata = _mapping(template.get("metadata"), f"{field}.metadata", required=False)
-    kept: dict[str, Any] = {}
-    stripped = frozenset(strip_labels)
-    labels = {k: v for k, v in (metadata.get("labels") or {}).items() if k not in stripped}
-    if labels:
-        kept["labels"] = labels
-    if metadata.get("annotations"):
-        kept["annotations"] = dict(metadata["annotations"])
-    result: dict[str, Any] = {"metadata": copy.deepcopy(kept)} if kept else {}
-    result["spec"] = copy.deepcopy(spec)
-    return result
-
-
-def _pod_set(name: str, count: int, template: dict[str, Any], field: str) -> dict[str, Any]:
-    if not _DNS_LABEL.match(name) or len(name) > 63:
-        raise SourceError(field, f"pod set name {name!r} must be a DNS label (lowercase, digits, '-')")
-    return {"name": name, "count": count, "template": template}
-
-
-def _check_pod_sets(pod_sets: list[dict[str, Any]], field: str) -> list[dict[str, Any]]:
-    """Enforce the Workload API's limits: 1 to 8 pod sets with unique names."""
-    if not pod_sets:
-        raise SourceError(field, "needs at least one entry")
-    if len(pod_sets) > MAX_POD_SETS:
-        raise SourceError(
-            field, f"gives {len(pod_sets)} pod sets; a Kueue Workload allows at most {MAX_POD_SETS}"
-        )
-    seen: set[str] = set()
-    for pod_set in pod_sets:
-        if pod_set["name"] in seen:
-            raise SourceError(field, f"pod set name {pod_set['name']!r} is used twice")
-        seen.add(pod_set["name"])
-    return pod_sets
 
 
 # --- batch/v1 Job and jobset.x-k8s.io JobSet -----------------------------------------------------
@@ -153,8 +74,8 @@ def _check_pod_sets(pod_sets: list[dict[str, Any]], field: str) -> list[dict[str
 
 def _job_pods_count(job_spec: Mapping[str, Any], field: str) -> int:
     """Kueue's ``podsCount``: parallelism (default 1), capped by completions when set."""
-    parallelism = _int(job_spec, "parallelism", f"{field}.parallelism", 1)
-    completions = _count(job_spec, "completions", f"{field}.completions", None)
+    parallelism = int_field(job_spec, "parallelism", f"{field}.parallelism", 1)
+    completions = count_field(job_spec, "completions", f"{field}.completions", None)
     return parallelism if completions is None else min(parallelism, completions)
 
 
@@ -176,8 +97,8 @@ def _job_min_count(annotations: Mapping[str, Any], count: int) -> int | None:
 def _job_pod_sets(doc: Mapping[str, Any], spec: dict[str, Any]) -> list[dict[str, Any]]:
     """One pod set ``main``; ``minCount`` from ``kueue.x-k8s.io/job-min-parallelism``."""
     count = _job_pods_count(spec, "spec")
-    template = _template(spec, "template", "spec.template", strip_labels=_JOB_MANAGED_LABELS)
-    pod_set = _pod_set(DEFAULT_POD_SET, count, template, "spec")
+    template = pod_template(spec, "template", "spec.template", strip_labels=_JOB_MANAGED_LABELS)
+    pod_set = make_pod_set(DEFAULT_POD_SET, count, template, "spec")
     min_count = _job_min_count(doc["metadata"].get("annotations") or {}, count)
     if min_count is not None:
         pod_set["minCount"] = min_count
@@ -193,17 +114,19 @@ def _jobset_pod_sets(doc: Mapping[str, Any], spec: dict[str, Any]) -> list[dict[
     pod_sets = []
     for index, item in enumerate(replicated):
         at = f"{field}[{index}]"
-        rjob = _mapping(item, at)
+        rjob = mapping_field(item, at)
         name = rjob.get("name")
         if not isinstance(name, str) or not name:
             raise SourceError(f"{at}.name", "is required")
-        job_spec = _mapping(
-            _mapping(rjob.get("template"), f"{at}.template").get("spec"), f"{at}.template.spec"
+        job_spec = mapping_field(
+            mapping_field(rjob.get("template"), f"{at}.template").get("spec"), f"{at}.template.spec"
         )
-        count = _int(rjob, "replicas", f"{at}.replicas", 1) * _job_pods_count(job_spec, f"{at}.template.spec")
-        template = _template(job_spec, "template", f"{at}.template.spec.template")
-        pod_sets.append(_pod_set(name, count, template, f"{at}.name"))
-    return _check_pod_sets(pod_sets, field)
+        count = int_field(rjob, "replicas", f"{at}.replicas", 1) * _job_pods_count(
+            job_spec, f"{at}.template.spec"
+        )
+        template = pod_template(job_spec, "template", f"{at}.template.spec.template")
+        pod_sets.append(make_pod_set(name, count, template, f"{at}.name"))
+    return check_pod_sets(pod_sets, field)
 
 
 # --- kubeflow.org PyTorchJob ---------------------------------------------------------------------
@@ -218,7 +141,7 @@ def _pytorch_pod_sets(doc: Mapping[str, Any], spec: dict[str, Any]) -> list[dict
     run unaccounted for.
     """
     field = "spec.pytorchReplicaSpecs"
-    replica_specs = _mapping(spec.get("pytorchReplicaSpecs"), field)
+    replica_specs = mapping_field(spec.get("pytorchReplicaSpecs"), field)
     for replica_type in replica_specs:
         if replica_type not in _PYTORCH_REPLICA_TYPES:
             raise SourceError(f"{field}[{replica_type}]", "unknown replica type; expected Master or Worker")
@@ -227,12 +150,12 @@ def _pytorch_pod_sets(doc: Mapping[str, Any], spec: dict[str, Any]) -> list[dict
         if replica_specs.get(replica_type) is None:
             continue
         at = f"{field}[{replica_type}]"
-        replica = _mapping(replica_specs[replica_type], at)
-        count = _int(replica, "replicas", f"{at}.replicas", 1)
+        replica = mapping_field(replica_specs[replica_type], at)
+        count = int_field(replica, "replicas", f"{at}.replicas", 1)
         pod_sets.append(
-            _pod_set(replica_type.lower(), count, _template(replica, "template", f"{at}.template"), at)
+            make_pod_set(replica_type.lower(), count, pod_template(replica, "template", f"{at}.template"), at)
         )
-    return _check_pod_sets(pod_sets, field)
+    return check_pod_sets(pod_sets, field)
 
 
 def _pytorch_priority_class(spec: Mapping[str, Any]) -> str:
@@ -257,149 +180,7 @@ def _pod_pod_sets(doc: Mapping[str, Any], spec: dict[str, Any]) -> list[dict[str
         raise SourceError(
             f"metadata.labels[{POD_GROUP_LABEL}]", "pod groups are not supported; use a Job or JobSet"
         )
-    return [_pod_set(DEFAULT_POD_SET, 1, {"spec": copy.deepcopy(spec)}, "spec")]
-
-
-# --- ray.io RayJob and RayCluster ----------------------------------------------------------------
-
-_HEAD = "head"
-_SUBMITTER = "submitter"
-_SUBMITTER_CONTAINER = "ray-job-submitter"
-_SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
-_RAY_FT_ANNOTATION = "ray.io/ft-enabled"
-_REDIS_CLEANUP_REQUESTS = (("cpu", "200m"), ("memory", "256Mi"))
-"""KubeRay's hard-coded Redis cleanup Job requests, folded into the head pod set by Kueue."""
-
-
-def _submitter_resources() -> dict[str, Any]:
-    """KubeRay's default submitter container resources (``GetDefaultSubmitterContainer``)."""
-    return {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m", "memory": "200Mi"}}
-
-
-def _autoscaler_container(cluster: Mapping[str, Any]) -> dict[str, Any]:
-    """The autoscaler sidecar KubeRay adds to the head pod (default 500m / 512Mi)."""
-    options = cluster.get("autoscalerOptions") or {}
-    default = {"cpu": "500m", "memory": "512Mi"}
-    resources = options.get("resources") or {"requests": dict(default), "limits": dict(default)}
-    return {"name": "autoscaler", "resources": copy.deepcopy(resources)}
-
-
-def _head_containers(head: dict[str, Any], field: str, why: str) -> list[dict[str, Any]]:
-    containers = head["template"]["spec"].get("containers")
-    if not isinstance(containers, list) or not containers or not isinstance(containers[0], dict):
-        raise SourceError(
-            f"{field}.headGroupSpec.template.spec.containers", f"{why} needs the Ray container first"
-        )
-    return containers
-
-
-def _add_redis_cleanup(head: dict[str, Any], field: str) -> None:
-    """Kueue's ``accountForRedisCleanupInHeadPodSet``: raise the Ray container's requests to the cleanup's."""
-    ray = _head_containers(head, field, "GCS fault tolerance")[0]
-    resources = ray["resources"] = dict(ray.get("resources") or {})
-    requests = resources["requests"] = dict(resources.get("requests") or {})
-    for resource, floor in _REDIS_CLEANUP_REQUESTS:
-        current = requests.get(resource)
-        try:
-            below = current is None or parse_quantity(current) < parse_quantity(floor)
-        except QuantityError as err:
-            raise SourceError(
-                f"{field}.headGroupSpec.template.spec.containers[0].resources.requests", str(err)
-            ) from None
-        if below:
-            requests[resource] = floor
-
-
-def _ray_workers(cluster: Mapping[str, Any], field: str) -> list[dict[str, Any]]:
-    """One pod set per worker group, named by the lowercased groupName; replicas (default 1) x numOfHosts."""
-    groups = cluster.get("workerGroupSpecs") or []
-    if not isinstance(groups, list):
-        raise SourceError(f"{field}.workerGroupSpecs", "expected a list of worker groups")
-    pod_sets = []
-    for index, item in enumerate(groups):
-        at = f"{field}.workerGroupSpecs[{index}]"
-        group = _mapping(item, at)
-        name = group.get("groupName")
-        if not isinstance(name, str) or not name:
-            raise SourceError(f"{at}.groupName", "is required")
-        if name == _HEAD:
-            raise SourceError(f"{at}.groupName", '"head" is reserved for the head group')
-        count = _int(group, "replicas", f"{at}.replicas", 1)
-        hosts = _int(group, "numOfHosts", f"{at}.numOfHosts", 1)
-        template = _template(group, "template", f"{at}.template")
-        pod_sets.append(
-            _pod_set(name.lower(), count * hosts if hosts > 1 else count, template, f"{at}.groupName")
-        )
-    return pod_sets
-
-
-def _ray_cluster_pod_sets(
-    cluster: Mapping[str, Any], field: str, doc: Mapping[str, Any]
-) -> list[dict[str, Any]]:
-    """Kueue's ``raycluster.BuildPodSets``: ``head`` (count 1) then the worker groups.
-
-    1. The head template, plus the Redis cleanup requests under GCS fault tolerance.
-    2. With in-tree autoscaling, the autoscaler sidecar; Kueue's webhook refuses
-       that for a managed (queue-named) job that is not elastic, and gpuq has
-       no elastic jobs, so only unmanaged clusters may autoscale.
-    3. The worker groups in order.
-    """
-    metadata = doc["metadata"]
-    head_group = _mapping(cluster.get("headGroupSpec"), f"{field}.headGroupSpec")
-    head = _pod_set(_HEAD, 1, _template(head_group, "template", f"{field}.headGroupSpec.template"), field)
-    ft_flag = str((metadata.get("annotations") or {}).get(_RAY_FT_ANNOTATION, "")).lower() == "true"
-    if ft_flag or cluster.get("gcsFaultToleranceOptions") is not None:
-        _add_redis_cleanup(head, field)
-    if cluster.get("enableInTreeAutoscaling") is True:
-        if queue_name(metadata):
-            raise SourceError(
-                f"{field}.enableInTreeAutoscaling", "a Kueue-managed Ray cluster must not autoscale"
-            )
-        head["template"]["spec"].setdefault("containers", []).append(_autoscaler_container(cluster))
-    return [head, *_ray_workers(cluster, field)]
-
-
-def _submitter_pod_set(spec: Mapping[str, Any], head: dict[str, Any]) -> dict[str, Any]:
-    """The K8sJobMode submitter: ``spec.submitterPodTemplate`` or KubeRay's default with the head's image."""
-    if spec.get("submitterPodTemplate") is not None:
-        return _pod_set(
-            _SUBMITTER, 1, _template(spec, "submitterPodTemplate", "spec.submitterPodTemplate"), "spec"
-        )
-    image = _head_containers(head, "spec.rayClusterSpec", "the default submitter")[0].get("image") or ""
-    container = {"name": _SUBMITTER_CONTAINER, "image": image, "resources": _submitter_resources()}
-    return _pod_set(_SUBMITTER, 1, {"spec": {"containers": [container], "restartPolicy": "Never"}}, "spec")
-
-
-def _rayjob_pod_sets(doc: Mapping[str, Any], spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """The cluster's pod sets, then ``submitter`` in K8sJobMode (the default); SidecarMode adds to the head.
-
-    A RayJob with ``clusterSelector`` runs on an existing cluster: Kueue
-    skips it (no Workload) or refuses it, so gpuq refuses it too.
-    """
-    if spec.get("clusterSelector"):
-        raise SourceError("spec.clusterSelector", "a RayJob on an existing cluster has no Kueue Workload")
-    mode = spec.get("submissionMode") or "K8sJobMode"
-    if mode not in _SUBMISSION_MODES:
-        raise SourceError(
-            "spec.submissionMode", f"expected one of {', '.join(_SUBMISSION_MODES)}, got {mode!r}"
-        )
-    if queue_name(doc["metadata"]) and spec.get("shutdownAfterJobFinishes") is not True:
-        raise SourceError(
-            "spec.shutdownAfterJobFinishes", "a Kueue-managed RayJob must delete its cluster when done"
-        )
-    cluster = _mapping(spec.get("rayClusterSpec"), "spec.rayClusterSpec")
-    pod_sets = _ray_cluster_pod_sets(cluster, "spec.rayClusterSpec", doc)
-    if mode == "K8sJobMode":
-        pod_sets.append(_submitter_pod_set(spec, pod_sets[0]))
-    elif mode == "SidecarMode":
-        sidecar = {"name": _SUBMITTER_CONTAINER, "resources": _submitter_resources()}
-        pod_sets[0]["template"]["spec"].setdefault("containers", []).append(sidecar)
-    return _check_pod_sets(pod_sets, "spec.rayClusterSpec.workerGroupSpecs")
-
-
-def _raycluster_pod_sets(doc: Mapping[str, Any], spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """A RayCluster's pod sets are its head and worker groups."""
-    return _check_pod_sets(_ray_cluster_pod_sets(spec, "spec", doc), "spec.workerGroupSpecs")
+    return [make_pod_set(DEFAULT_POD_SET, 1, {"spec": copy.deepcopy(spec)}, "spec")]
 
 
 # --- kinds, names and the Workload -----------------------------------------------------------------
@@ -418,8 +199,8 @@ _KINDS: dict[tuple[str, str], _Kind] = {
     ("batch/v1", "Job"): _Kind("batch", _job_pod_sets),
     ("jobset.x-k8s.io/v1alpha2", "JobSet"): _Kind("jobset.x-k8s.io", _jobset_pod_sets),
     ("kubeflow.org/v1", "PyTorchJob"): _Kind("kubeflow.org", _pytorch_pod_sets, _pytorch_priority_class),
-    ("ray.io/v1", "RayJob"): _Kind("ray.io", _rayjob_pod_sets),
-    ("ray.io/v1", "RayCluster"): _Kind("ray.io", _raycluster_pod_sets),
+    ("ray.io/v1", "RayJob"): _Kind("ray.io", rayjob_pod_sets),
+    ("ray.io/v1", "RayCluster"): _Kind("ray.io", raycluster_pod_sets),
     ("v1", "Pod"): _Kind("", _pod_pod_sets),
 }
 
@@ -434,14 +215,6 @@ def workload_name(owner_name: str, owner_uid: str, kind: str, group: str) -> str
     digest = hashlib.sha1(f"{kind}\n{group}\n{owner_name}\n{owner_uid}".encode()).hexdigest()
     prefix = f"{kind.lower()}-{owner_name}"[: _MAX_NAME_LENGTH - 1 - _HASH_LENGTH]
     return f"{prefix}-{digest[:_HASH_LENGTH]}"
-
-
-def queue_name(metadata: Mapping[str, Any]) -> str:
-    """Kueue's ``QueueNameForObject``: the queue-name label, else the deprecated annotation."""
-    label = (metadata.get("labels") or {}).get(QUEUE_LABEL)
-    if label:
-        return str(label)
-    return str((metadata.get("annotations") or {}).get(QUEUE_LABEL) or "")
 
 
 def _priority(
@@ -475,12 +248,12 @@ def _max_exec_seconds(labels: Mapping[str, Any]) -> int | None:
 
 
 def _metadata(doc: Mapping[str, Any]) -> dict[str, Any]:
-    metadata = _mapping(doc.get("metadata"), "metadata")
+    metadata = mapping_field(doc.get("metadata"), "metadata")
     name = metadata.get("name")
     if not isinstance(name, str) or not name:
         raise SourceError("metadata.name", "is required")
     for key in ("labels", "annotations"):
-        _mapping(metadata.get(key), f"metadata.{key}", required=False)
+        mapping_field(metadata.get(key), f"metadata.{key}", required=False)
     return metadata
 
 
@@ -525,7 +298,7 @@ def to_workload(doc: dict[str, Any], *, label_keys_to_copy: Iterable[str] = ()) 
         raise SourceError(
             f"metadata.annotations[{ELASTIC_JOB_ANNOTATION}]", "elastic jobs are not supported by gpuq"
         )
-    spec = _mapping(doc.get("spec"), "spec")
+    spec = mapping_field(doc.get("spec"), "spec")
     pod_sets = kind.pod_sets({**doc, "metadata": metadata}, spec)
     custom = kind.priority_class(spec) if kind.priority_class else None
     priority_name, priority_source = _priority(metadata, custom, pod_sets)
