@@ -463,3 +463,17 @@ def test_bad_timestamp_is_a_type_error(tmp_path: Path) -> None:
     text = WORKLOAD.replace("creationTimestamp: 2024-05-01T12:00:00Z", "creationTimestamp: yesterday")
     result = load_text(tmp_path, QUEUE + "---\n" + text)
     assert [e.field for e in result.errors] == ["metadata.creationTimestamp"]
+
+
+def test_an_admission_without_resource_usage_is_counted_from_the_pod_sets(tmp_path: Path) -> None:
+    """A hand-written ``status.admission`` may leave out ``resourceUsage``: per-pod requests × count."""
+    text = WORKLOAD.replace("      resourceUsage: {cpu: 250m}\n", "").replace(
+        '      resourceUsage: {cpu: "16", memory: 22Gi, nvidia.com/gpu: "16"}\n', ""
+    )
+    result = load_text(tmp_path, QUEUE + "---\n" + text)
+    assert result.errors == (), "\n".join(map(str, result.diagnostics))
+    (workload,) = result.workloads
+    assert workload.admission is not None
+    launcher, workers = workload.admission.pod_set_assignments
+    assert launcher.resource_usage == {"cpu": 250}
+    assert workers.resource_usage == {"cpu": 16000, "memory": 22 * 2**30, "nvidia.com/gpu": 16}

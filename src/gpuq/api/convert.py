@@ -264,16 +264,17 @@ def workload(wl: kueue.Workload, priorities: PriorityTable) -> core.Workload:
         ),
         None,
     )
+    pod_sets = tuple(pod_set(ps) for ps in wl.spec.pod_sets)
     return core.Workload(
         namespace=meta.namespace or "default",
         name=str(meta.name),
         queue_name=wl.spec.queue_name,
-        pod_sets=tuple(pod_set(ps) for ps in wl.spec.pod_sets),
+        pod_sets=pod_sets,
         priority=priorities.resolve(wl),
         creation_time=meta.creation_timestamp or 0.0,
         uid=meta.uid,
         active=wl.spec.active,
-        admission=admission(status.admission, wl.spec.pod_sets),
+        admission=admission(status.admission, pod_sets),
         quota_reserved_time=reserved if status.admission is not None else None,
         admission_checks={c.name: core.CheckState(c.state) for c in status.admission_checks},
         requeue_at=status.requeue_state.requeue_at if status.requeue_state else None,
@@ -313,20 +314,24 @@ def required_node_affinity(affinity: Mapping[str, Any] | None) -> tuple[tuple[co
     return tuple(terms)
 
 
-def admission(value: kueue.Admission | None, pod_sets: Sequence[kueue.PodSet]) -> core.Admission | None:
-    """The admission recorded in ``status``; a missing count falls back to the pod set's count."""
+def admission(value: kueue.Admission | None, pod_sets: Sequence[core.PodSet]) -> core.Admission | None:
+    """The admission recorded in ``status``.
+
+    A missing count falls back to the pod set's count, and a missing
+    ``resourceUsage`` (hand-written status) to per-pod requests × count for the
+    resources the assignment names a flavor for.
+    """
     if value is None:
         return None
-    counts = {ps.name: ps.count for ps in pod_sets}
-    return core.Admission(
-        cluster_queue=value.cluster_queue,
-        pod_set_assignments=tuple(
-            core.PodSetAssignment(
-                name=a.name,
-                flavors=dict(a.flavors),
-                resource_usage={r: to_amount(r, q) for r, q in a.resource_usage.items()},
-                count=a.count if a.count is not None else counts.get(a.name, 0),
-            )
-            for a in value.pod_set_assignments
-        ),
-    )
+    by_name = {ps.name: ps for ps in pod_sets}
+    assignments = []
+    for a in value.pod_set_assignments:
+        spec = by_name.get(a.name)
+        count = a.count if a.count is not None else (spec.count if spec else 0)
+        usage = {r: to_amount(r, q) for r, q in a.resource_usage.items()}
+        if not usage and spec is not None:
+            usage = {r: v * count for r, v in spec.requests.items() if r in a.flavors}
+            if RESERVED_RESOURCE in a.flavors:
+                usage[RESERVED_RESOURCE] = count
+        assignments.append(core.PodSetAssignment(a.name, dict(a.flavors), usage, count))
+    return core.Admission(cluster_queue=value.cluster_queue, pod_set_assignments=tuple(assignments))
