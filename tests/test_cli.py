@@ -58,10 +58,26 @@ spec:
 """
 
 
-def test_validate_accepts_the_bundled_example() -> None:
-    result = runner.invoke(app, ["validate", "-f", EXAMPLE])
+FAIR_SHARING = str(Path(EXAMPLE).parent / "configs" / "fair-sharing.yaml")
+
+
+@pytest.mark.parametrize(
+    "files",
+    [[EXAMPLE], [EXAMPLE, FAIR_SHARING]],
+    ids=["the bundled example", "the bundled example with Kueue's fair sharing on"],
+)
+def test_validate_accepts(files: list[str]) -> None:
+    args = ["validate"] + [arg for f in files for arg in ("-f", f)]
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "valid: 3 ClusterQueue(s)" in result.output
+
+
+def test_the_fair_sharing_configuration_turns_fair_sharing_on() -> None:
+    from gpuq.api.loader import load_or_raise
+
+    config, _ = load_or_raise([EXAMPLE, FAIR_SHARING])
+    assert config.scheduler.fair_sharing.enable
 
 
 def test_admit_json_has_the_documented_shape() -> None:
