@@ -214,14 +214,6 @@ def candidate_sources(state: ClusterState, preemptor: Preemptor) -> CandidateSou
     return CandidateSources(state, preemptor, same, tuple(hierarchy), tuple(by_priority))
 
 
-def collect_candidates(state: ClusterState, preemptor: Preemptor) -> tuple[list[Candidate], bool, bool]:
-    """§6.3-6.5: every candidate in order, and whether any come from other queues / hierarchical reclaim."""
-    sources = candidate_sources(state, preemptor)
-    ordered = list(sources.ordered())
-    others = [c for c in ordered if c.victim.cluster_queue != preemptor.cluster_queue]
-    return ordered, bool(others), any(c.variant is Variant.HIERARCHICAL_RECLAIM for c in others)
-
-
 def _valid(state: ClusterState, preemptor: Preemptor, candidate: Candidate, allow_borrowing: bool) -> bool:
     """§6.7: a candidate of another queue stays valid only while that queue (and its path) borrows."""
     if candidate.victim.cluster_queue == preemptor.cluster_queue:

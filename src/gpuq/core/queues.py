@@ -152,10 +152,6 @@ class ClusterQueueQueue:
             self.push(workload)
         return len(waiting)
 
-    def clear_sticky(self, key: str) -> None:
-        if self._sticky == key:
-            self._sticky = None
-
     def pending(self) -> Iterable[Workload]:
         yield from self._entries.values()
         yield from self.inadmissible.values()

@@ -73,9 +73,6 @@ class QuotaNode:
         limit = self.nominal(fr) if self.is_cluster_queue else self.subtree_quota.get(fr, 0)
         return self.usage.get(fr, 0) + amount > limit
 
-    def is_borrowing(self, fr: FlavorResource) -> bool:
-        return self.usage.get(fr, 0) > self.subtree_quota.get(fr, 0)
-
     def within_nominal(self, frs: Iterable[FlavorResource]) -> bool:
         """Kueue's IsWithinNominalInResources: usage ≤ subtree quota in every FR."""
         return all(self.usage.get(fr, 0) <= self.subtree_quota.get(fr, 0) for fr in frs)
