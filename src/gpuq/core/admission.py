@@ -20,7 +20,7 @@ found it; :meth:`Scheduler.apply` reserves quota and updates the queues.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import replace
 
 from gpuq.core import fairshare
@@ -39,7 +39,7 @@ from gpuq.core.model import (
 )
 from gpuq.core.nomination import Entry, nominate, preemption_targets_for
 from gpuq.core.queues import ClusterQueueQueue, RequeueReason
-from gpuq.core.quota import FlavorResource, QuotaNode, available
+from gpuq.core.quota import FlavorResource, available
 from gpuq.core.state import AdmittedWorkload, ClusterState, admission_usage
 
 HUMAN_REASONS = {
@@ -304,7 +304,7 @@ class Scheduler:
 
     def _admit(self, entry: Entry, cq: ClusterQueue, assignment: Assignment) -> Admit:
         pod_sets = tuple(
-            PodSetAssignment(ps.name, dict(ps.flavors), _usage_of(ps.requests), ps.count)
+            PodSetAssignment(ps.name, dict(ps.flavors), dict(ps.requests), ps.count)
             for ps in assignment.pod_sets
         )
         assigned_flavors = {f for ps in assignment.pod_sets for f in ps.flavors.values()}
@@ -399,24 +399,14 @@ class Scheduler:
 
     def wake(self, cq_name: str) -> None:
         """§5.3: capacity may have changed in the cohort tree of ``cq_name``."""
-        root = self.state.node(cq_name).root()
-        for name in _queues_under(root):
-            self.queues[name].requeue_inadmissible()
+        for node in self.state.tree.queues_in_tree(self.state.node(cq_name)):
+            self.queues[node.name].requeue_inadmissible()
 
     def pending_count(self) -> int:
         return sum(len(q) for q in self.queues.values())
 
     def active_count(self) -> int:
         return sum(q.active_count for n, q in self.queues.items() if n not in self.inactive)
-
-
-def _queues_under(node: QuotaNode) -> list[str]:
-    if node.is_cluster_queue:
-        return [node.name]
-    names: list[str] = []
-    for child in node.children:
-        names.extend(_queues_under(child))
-    return names
 
 
 def _classical_key(entry: Entry) -> tuple[int, int, float, str]:
@@ -431,10 +421,6 @@ def _nofit_message(entry: Entry) -> str:
     pod_set = entry.workload.pod_sets[0].name if len(entry.workload.pod_sets) == 1 else "the workload"
     detail = "; ".join(reasons) if reasons else "no flavor fits"
     return f"couldn't assign flavors to pod set {pod_set}: {detail}"
-
-
-def _usage_of(requests: Mapping[str, int]) -> dict[str, int]:
-    return dict(requests)
 
 
 def _admission(decision: Admit) -> Admission:
