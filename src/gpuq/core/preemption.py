@@ -17,6 +17,7 @@ The algorithm, as Kueue runs it:
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass
 from enum import IntEnum
@@ -28,7 +29,7 @@ from gpuq.core.quota import (
     available,
     quantities_fit_in_quota,
 )
-from gpuq.core.state import AdmittedWorkload, ClusterState
+from gpuq.core.state import AdmittedWorkload, ClusterState, OrderEntry
 
 IN_CLUSTER_QUEUE = "InClusterQueue"
 IN_COHORT_RECLAMATION = "InCohortReclamation"
@@ -137,7 +138,13 @@ def _from_queue(
     )
     limit = preemptor.workload.priority
     admitted = state.admitted
-    for priority, _, _, key in state.ordered(queue):
+    frs = preemptor.frs_need_preemption
+    if len(frs) == 1:
+        entries: Iterable[OrderEntry] = state.ordered(queue, next(iter(frs)))
+    else:  # workloads using several needed FRs appear once per FR: drop the repeats
+        merged = heapq.merge(*(state.ordered(queue, fr) for fr in sorted(frs)))
+        entries = (e for e, _ in itertools.groupby(merged))
+    for priority, _, _, key in entries:
         if policy == PreemptionPolicy.LOWER_PRIORITY and priority >= limit:
             return
         if policy == PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY and priority > limit:
@@ -187,7 +194,11 @@ class CandidateSources:
             yield from _from_queue(self.state, self.preemptor, self.preemptor.cluster_queue, None, False)
 
     def any_from(self, sources: tuple[tuple[str, QuotaNode], ...], advantage: bool) -> bool:
-        return next(self._merged(sources, advantage), None) is not None
+        """Whether any source queue has a candidate (stops at the first one found)."""
+        return any(
+            next(_from_queue(self.state, self.preemptor, q, lca, advantage), None) is not None
+            for q, lca in sources
+        )
 
 
 def _order(victim: AdmittedWorkload) -> tuple[int, float, str]:

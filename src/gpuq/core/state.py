@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from gpuq.core.model import Admission, ClusterConfig, ClusterQueue, Workload
 from gpuq.core.quota import FlavorResource, QuotaNode, QuotaTree
 
+OrderEntry = tuple[int, float, str, str]
+"""(priority, -quota reservation time, uid or key, key): sorts as Kueue orders preemption candidates."""
+
 
 @dataclass(frozen=True, slots=True)
 class AdmittedWorkload:
@@ -67,7 +70,7 @@ class ClusterState:
             name: {} for name in config.cluster_queues
         }
         """Per queue and (flavor, resource), how many admitted workloads use each amount."""
-        self._ordered: dict[str, list[tuple[int, float, str, str]]] = {}
+        self._ordered: dict[tuple[str, FlavorResource], list[OrderEntry]] = {}
 
     def _index(self, workload: AdmittedWorkload, sign: int) -> None:
         per_fr = self.usage_by_priority.setdefault(workload.cluster_queue, {})
@@ -80,24 +83,29 @@ class ClusterState:
         """The largest usage of one admitted workload of ``cq_name`` in ``fr``."""
         return max(self.sizes.get(cq_name, {}).get(fr, {}), default=0)
 
-    def ordered(self, cq_name: str) -> list[tuple[int, float, str, str]]:
-        """The queue's admitted workloads as (priority, -reserved time, uid, key), ascending (§6.5 order)."""
-        return self._ordered.get(cq_name, [])
+    def ordered(self, cq_name: str, fr: FlavorResource) -> list[OrderEntry]:
+        """The queue's admitted workloads that use ``fr``, in §6.5 order: (priority, newest
+        reservation, uid) ascending, as ``(priority, -reserved time, uid, key)``."""
+        return self._ordered.get((cq_name, fr), [])
 
     def _hide(self, workload: AdmittedWorkload) -> None:
         self.tree.remove(workload.cluster_queue, workload.usage)
         del self.admitted[workload.key]
         del self.by_queue[workload.cluster_queue][workload.key]
         self._index(workload, -1)
-        entries = self._ordered[workload.cluster_queue]
-        del entries[bisect.bisect_left(entries, _order_entry(workload))]
+        entry = _order_entry(workload)
+        for fr in workload.frs:
+            entries = self._ordered[(workload.cluster_queue, fr)]
+            del entries[bisect.bisect_left(entries, entry)]
 
     def _show(self, workload: AdmittedWorkload) -> None:
         self.admitted[workload.key] = workload
         self.by_queue.setdefault(workload.cluster_queue, {})[workload.key] = workload
         self.tree.add(workload.cluster_queue, workload.usage)
         self._index(workload, 1)
-        bisect.insort(self._ordered.setdefault(workload.cluster_queue, []), _order_entry(workload))
+        entry = _order_entry(workload)
+        for fr in workload.frs:
+            bisect.insort(self._ordered.setdefault((workload.cluster_queue, fr), []), entry)
 
     def cluster_queue(self, name: str) -> ClusterQueue:
         return self.config.cluster_queues[name]
@@ -160,7 +168,7 @@ class ClusterState:
             self.tree.remove(cq_name, usage)
 
 
-def _order_entry(workload: AdmittedWorkload) -> tuple[int, float, str, str]:
+def _order_entry(workload: AdmittedWorkload) -> OrderEntry:
     return (
         workload.priority,
         -workload.quota_reserved_time,
