@@ -160,3 +160,22 @@ def test_admit_refuses_invalid_manifests(tmp_path: Path) -> None:
     result = runner.invoke(app, ["admit", "-f", str(bad)])
     assert result.exit_code == 1
     assert "missing" in result.stderr
+
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.mark.parametrize(
+    ("files", "golden"),
+    [
+        ([EXAMPLE], "symbol-retail-admit.json"),
+        ([EXAMPLE, FAIR_SHARING], "symbol-retail-fair-sharing-admit.json"),
+    ],
+    ids=["the bundled example", "the bundled example under fair sharing"],
+)
+def test_admit_output_matches_the_golden_file(files: list[str], golden: str) -> None:
+    """The example's decisions are pinned; regenerate with ``gpuq admit ... -o json --now 1796023000``."""
+    args = ["admit", "-o", "json", "--now", NOW] + [arg for f in files for arg in ("-f", f)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == json.loads((GOLDEN / golden).read_text())
