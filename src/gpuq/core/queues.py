@@ -70,6 +70,7 @@ class ClusterQueueQueue:
         self.inadmissible: dict[str, Workload] = {}
         self._key_by_gen: dict[int, str] = {}
         self._shapes: dict[str, tuple[object, ...]] = {}
+        self._by_shape: dict[tuple[object, ...], dict[str, None]] = {}  # active keys per shape
         self._sticky: str | None = None
         self._counter = 0
 
@@ -88,8 +89,10 @@ class ClusterQueueQueue:
         self._generation[key] = self._counter
         self._key_by_gen[self._counter] = key
         self._entries[key] = workload
-        if key not in self._shapes:
-            self._shapes[key] = shape_of(workload)
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = self._shapes[key] = shape_of(workload)
+        self._by_shape.setdefault(shape, {})[key] = None
         sticky = 0 if key == self._sticky else 1
         heapq.heappush(
             self._heap,
@@ -107,8 +110,15 @@ class ClusterQueueQueue:
             self._key_by_gen.pop(gen, None)
         return None
 
+    def _deactivate(self, key: str) -> Workload | None:
+        """Take ``key`` out of the active heap (its heap entry is dropped lazily)."""
+        workload = self._entries.pop(key, None)
+        if workload is not None:
+            self._by_shape.get(self._shapes[key], {}).pop(key, None)
+        return workload
+
     def delete(self, key: str) -> None:
-        self._entries.pop(key, None)
+        self._deactivate(key)
         self.inadmissible.pop(key, None)
         self._generation.pop(key, None)
         self._shapes.pop(key, None)
@@ -124,7 +134,9 @@ class ClusterQueueQueue:
         """
         key = workload.key
         if reason == RequeueReason.PENDING_PREEMPTION and self.strategy == QueueingStrategy.BEST_EFFORT_FIFO:
-            self._sticky = key
+            previous, self._sticky = self._sticky, key
+            if previous not in (None, key) and previous in self._entries:
+                self.push(self._entries[previous])  # no longer sticky: re-sort it
             self.push(workload)  # re-push so that it sorts first
             return False
         strict = self.strategy == QueueingStrategy.STRICT_FIFO and reason != RequeueReason.NAMESPACE_MISMATCH
@@ -132,14 +144,14 @@ class ClusterQueueQueue:
             if key not in self._entries:
                 self.push(workload)
             return False
-        self._entries.pop(key, None)
+        self._deactivate(key)
         self.inadmissible[key] = workload
         return True
 
     def park_equivalent(self, workload: Workload) -> list[str]:
         """Move every queued workload shaped like ``workload`` to the inadmissible set (§5.4)."""
         shape = self._shapes.get(workload.key) or shape_of(workload)
-        moved = [k for k in self._entries if self._shapes[k] == shape]
+        moved = list(self._by_shape.pop(shape, {}))
         for key in moved:
             self.inadmissible[key] = self._entries.pop(key)
         return moved
