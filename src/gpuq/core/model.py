@@ -218,6 +218,28 @@ class AdmissionCheck:
     active: bool = True
 
 
+class TopologyMode(StrEnum):
+    REQUIRED = "Required"
+    PREFERRED = "Preferred"
+    UNCONSTRAINED = "Unconstrained"
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """A pod set's Topology Aware Scheduling request (Kueue ``podSets[].topologyRequest``).
+
+    ``level`` is a node label key of the flavor's Topology (None for unconstrained);
+    ``slice_level`` / ``slice_size`` ask for groups of ``slice_size`` pods each kept in
+    one domain of ``slice_level``.
+    """
+
+    mode: TopologyMode
+    level: str | None = None
+    slice_level: str | None = None
+    slice_size: int | None = None
+    group: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class PodSet:
     """A group of identical pods. ``requests`` is per pod; totals are requests × count."""
@@ -229,6 +251,7 @@ class PodSet:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     node_affinity: tuple[tuple[Requirement, ...], ...] = ()  # required terms, ORed; each term ANDs
     tolerations: tuple[Toleration, ...] = ()
+    topology: TopologyRequest | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +328,7 @@ class ClusterConfig:
     admission_checks: Mapping[str, AdmissionCheck] = field(default_factory=dict)
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     scheduler: SchedulerConfig = SchedulerConfig()
+    topologies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # name -> level label keys
 
     def labels_of_namespace(self, namespace: str) -> Mapping[str, str]:
         """Labels of a namespace; one never declared has only its well-known name label."""
