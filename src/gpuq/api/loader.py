@@ -31,6 +31,7 @@ from pydantic import BaseModel, ValidationError
 
 from gpuq.api import convert, kueue, references, validation
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, ManifestError, sort_diagnostics
+from gpuq.api.names import dns_subdomain_problem
 from gpuq.core.model import ClusterConfig, Workload
 
 STDIN = "<stdin>"
@@ -262,7 +263,7 @@ def _validate_model(
         diagnostics += [
             located.diagnostic(p, "unknown field", "warning") for p in unknown_raw_fields(model, data, ())
         ]
-        if name and (problem := validation.dns_subdomain_problem(name)):
+        if name and (problem := dns_subdomain_problem(name)):
             diagnostics.append(located.diagnostic(("metadata", "name"), f"invalid name {name!r}: {problem}"))
         if broken is not None:
             broken.append((model, namespace, _name_of(data)))

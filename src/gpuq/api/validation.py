@@ -10,13 +10,19 @@ Every function returns diagnostics and never raises on bad input.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
 from gpuq.api import kueue
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest
+from gpuq.api.names import (
+    Findings,
+    dns_label_problem,
+    dns_subdomain_problem,
+    label_problems,
+    qualified_name_problem,
+)
 from gpuq.api.pods import quantity_problems, request_limit_problems
 
 MAX_RESOURCE_GROUPS = 16
@@ -29,58 +35,11 @@ MAX_TOPOLOGY_LEVELS = 16
 INT32 = (-(2**31), 2**31 - 1)
 RESERVED_RESOURCE = "pods"
 NEGATIVE = "must be greater than or equal to 0"
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _VALID_STRATEGIES = (
     ["LessThanOrEqualToFinalShare"],
     ["LessThanInitialShare"],
     ["LessThanOrEqualToFinalShare", "LessThanInitialShare"],
 )
-
-Findings = Iterator[tuple[FieldPath, str]]
-"""(field path, message) pairs a check yields; the caller locates them."""
-
-
-# --- name syntax ----------------------------------------------------------------------------
-
-
-def dns_subdomain_problem(value: str) -> str | None:
-    """Why ``value`` is not an RFC 1123 subdomain (most object names), or None."""
-    if len(value) > 253:
-        return "must be no more than 253 characters"
-    if not _DNS_SUBDOMAIN.match(value):
-        return "must be a lowercase RFC 1123 subdomain (lowercase letters, digits, '-' and '.')"
-    return None
-
-
-def dns_label_problem(value: str) -> str | None:
-    """Why ``value`` is not an RFC 1123 label (namespaces, pod set names), or None."""
-    if len(value) > 63:
-        return "must be no more than 63 characters"
-    if not _DNS_LABEL.match(value):
-        return "must be a lowercase RFC 1123 label (lowercase letters, digits and '-')"
-    return None
-
-
-def qualified_name_problem(value: str) -> str | None:
-    """Why ``value`` is not a qualified name (``[prefix/]name``: label keys, resource names), or None."""
-    prefix, slash, name = value.rpartition("/")
-    if slash and (not prefix or dns_subdomain_problem(prefix)):
-        return "prefix must be a DNS subdomain"
-    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
-        return "must be a qualified name (alphanumerics, '-', '_' or '.', at most 63, optional DNS prefix)"
-    return None
-
-
-def _label_problems(labels: Mapping[str, str], at: FieldPath) -> Findings:
-    for key, value in labels.items():
-        if problem := qualified_name_problem(key):
-            yield (*at, key), f"invalid label key {key!r}: {problem}"
-        elif len(value) > 63 or not _LABEL_VALUE.match(value):
-            yield (*at, key), f"invalid label value {value!r}"
-
 
 # --- per object ---------------------------------------------------------------------------
 
@@ -117,12 +76,12 @@ def _metadata_problems(manifest: Manifest) -> Findings:
         yield ("metadata", "name"), f"invalid name {meta.name!r}: {problem}"
     if manifest.namespace and (problem := dns_label_problem(manifest.namespace)):
         yield ("metadata", "namespace"), f"invalid namespace {manifest.namespace!r}: {problem}"
-    yield from _label_problems(meta.labels, ("metadata", "labels"))
+    yield from label_problems(meta.labels, ("metadata", "labels"))
 
 
 def _check_flavor(rf: kueue.ResourceFlavor) -> Findings:
     spec = rf.spec
-    yield from _label_problems(spec.node_labels, ("spec", "nodeLabels"))
+    yield from label_problems(spec.node_labels, ("spec", "nodeLabels"))
     seen: set[tuple[str, str]] = set()
     for index, taint in enumerate(spec.node_taints):
         at = ("spec", "nodeTaints", index)
@@ -201,7 +160,7 @@ def _admission_check_rules(strategy: kueue.AdmissionChecksStrategy | None) -> Fi
 
 
 def _selector_problems(selector: kueue.LabelSelector, at: FieldPath) -> Findings:
-    yield from _label_problems(selector.match_labels, (*at, "matchLabels"))
+    yield from label_problems(selector.match_labels, (*at, "matchLabels"))
     for index, req in enumerate(selector.match_expressions):
         here = (*at, "matchExpressions", index)
         if problem := qualified_name_problem(req.key):
