@@ -1,0 +1,188 @@
+"""Free capacity of one node, per resource and per GPU, and how many pods of a shape fit on it.
+
+Whole and fractional GPUs are tracked per device (``gpu_milli`` and
+``gpu_memory_mib`` free on each GPU) so a sharing pod lands on a particular
+GPU, as the device plugin or HAMi binds it. MIG slices and time-sliced
+replicas are plain counted resources: the device plugin hands out any free
+slice of the requested profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gpuq.core.model import Resources
+from gpuq.core.nodes import GPU, GPU_MEMORY, GPU_MILLI, PODS, GPUDemand, Node, SharingMode
+
+PER_DEVICE_MODES = frozenset({SharingMode.EXCLUSIVE, SharingMode.FRACTIONAL})
+PER_DEVICE_RESOURCES = frozenset({GPU, GPU_MILLI, GPU_MEMORY})
+
+
+@dataclass(frozen=True, slots=True)
+class PodShape:
+    """What one pod needs from a node: counted resources plus its per-device GPU demand."""
+
+    counted: Resources  # everything except the per-device GPU resources, plus one "pods" slot
+    gpu: GPUDemand
+
+    @property
+    def key(self) -> tuple[object, ...]:
+        return (tuple(sorted(self.counted.items())), self.gpu)
+
+
+def pod_shape(requests: Resources) -> PodShape:
+    """Split a pod's requests into counted resources and per-device GPU demand."""
+    from gpuq.core.nodes import gpu_demand
+
+    counted = {
+        name: amount for name, amount in requests.items() if name not in PER_DEVICE_RESOURCES and amount
+    }
+    counted[PODS] = counted.get(PODS, 0) + 1
+    return PodShape(counted=counted, gpu=gpu_demand(requests))
+
+
+class NodeCapacity:
+    """Mutable free capacity of one node; every change goes through :meth:`take` and :meth:`give`."""
+
+    __slots__ = ("bound", "free", "gpu_memory", "gpu_memory_full", "gpu_milli", "node", "per_device")
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.per_device = node.sharing.mode in PER_DEVICE_MODES and node.gpu_count > 0
+        alloc = node.allocatable
+        self.free: dict[str, int] = {
+            name: amount
+            for name, amount in alloc.items()
+            if not (self.per_device and name in PER_DEVICE_RESOURCES)
+        }
+        if self.per_device:
+            count = node.gpu_count
+            memory = node.gpu_memory_mib or (alloc.get(GPU_MEMORY, 0) // count if count else 0)
+            self.gpu_milli = [1000] * count
+            self.gpu_memory = [memory] * count
+            self.gpu_memory_full = memory
+        else:
+            self.gpu_milli = []
+            self.gpu_memory = []
+            self.gpu_memory_full = 0
+        self.bound: dict[str, tuple[PodShape, tuple[int, ...]]] = {}
+
+    @property
+    def fractional(self) -> bool:
+        return self.per_device and self.node.sharing.mode is SharingMode.FRACTIONAL
+
+    def signature(self) -> tuple[int, ...]:
+        """The GPU part of the free state, for bucketing equivalent nodes (larger first)."""
+        if self.per_device:
+            if self.fractional:
+                return tuple(sorted(self.gpu_milli, reverse=True))
+            return (sum(1 for milli in self.gpu_milli if milli == 1000),)
+        return tuple(amount for name, amount in sorted(self.free.items()) if name.startswith("nvidia.com/"))
+
+    def gpu_free_milli(self) -> int:
+        """Free GPU capacity in thousandths of a GPU, across the node's devices."""
+        if self.per_device:
+            return sum(self.gpu_milli)
+        return 1000 * sum(amount for name, amount in self.free.items() if name.startswith("nvidia.com/"))
+
+    def shortage(self, shape: PodShape) -> str | None:
+        """Why one pod of ``shape`` does not fit now (kube-scheduler's wording), or None."""
+        for name, amount in shape.counted.items():
+            if self.free.get(name, 0) < amount:
+                return "Too many pods" if name == PODS else f"Insufficient {name}"
+        demand = shape.gpu
+        if demand.count == 0:
+            return None
+        if not self.per_device:
+            name = GPU_MILLI if demand.fractional else GPU
+            return (
+                None
+                if not demand.fractional and self.free.get(GPU, 0) >= demand.count
+                else f"Insufficient {name}"
+            )
+        if demand.fractional and not self.fractional:
+            return f"Insufficient {GPU_MILLI}"
+        if len(self.pick_gpus(demand)) < demand.count:
+            return f"Insufficient {GPU_MILLI if demand.fractional else GPU}"
+        return None
+
+    def pick_gpus(self, demand: GPUDemand) -> tuple[int, ...]:
+        """GPU indices for a demand: whole GPUs lowest index first; a share on the fullest GPU that fits."""
+        if demand.count == 0 or not self.per_device:
+            return ()
+        if demand.fractional:
+            best = -1
+            for index, milli in enumerate(self.gpu_milli):
+                fits = milli >= demand.milli and self.gpu_memory[index] >= demand.memory_mib
+                if fits and (best < 0 or milli < self.gpu_milli[best]):
+                    best = index
+            return () if best < 0 else (best,)
+        whole = [i for i, milli in enumerate(self.gpu_milli) if milli == 1000]
+        return tuple(whole[: demand.count]) if len(whole) >= demand.count else ()
+
+    def fit_count(self, shape: PodShape, limit: int) -> int:
+        """How many pods of ``shape`` fit on the node at once (capped at ``limit``)."""
+        count = limit
+        for name, amount in shape.counted.items():
+            count = min(count, self.free.get(name, 0) // amount)
+            if count == 0:
+                return 0
+        demand = shape.gpu
+        if demand.count == 0:
+            return count
+        if not self.per_device:
+            return 0 if demand.fractional else min(count, self.free.get(GPU, 0) // demand.count)
+        if demand.fractional:
+            if not self.fractional:
+                return 0
+            slots = 0
+            for milli, memory in zip(self.gpu_milli, self.gpu_memory, strict=True):
+                per_gpu = milli // demand.milli
+                if demand.memory_mib:
+                    per_gpu = min(per_gpu, memory // demand.memory_mib)
+                slots += per_gpu
+            return min(count, slots)
+        whole = sum(1 for milli in self.gpu_milli if milli == 1000)
+        return min(count, whole // demand.count)
+
+    def take(self, pod: str, shape: PodShape) -> tuple[int, ...]:
+        """Bind one pod; the caller has checked :meth:`shortage`. Returns its GPU indices."""
+        gpus = self.pick_gpus(shape.gpu)
+        for name, amount in shape.counted.items():
+            self.free[name] = self.free.get(name, 0) - amount
+        if self.per_device:
+            for index in gpus:
+                self.gpu_milli[index] -= shape.gpu.milli
+                self.gpu_memory[index] -= (
+                    shape.gpu.memory_mib if shape.gpu.fractional else self.gpu_memory[index]
+                )
+        elif shape.gpu.count:
+            self.free[GPU] = self.free.get(GPU, 0) - shape.gpu.count
+        self.bound[pod] = (shape, gpus)
+        return gpus
+
+    def give(self, pod: str) -> None:
+        """Unbind one pod and return what it held."""
+        shape, gpus = self.bound.pop(pod)
+        for name, amount in shape.counted.items():
+            self.free[name] += amount
+        if self.per_device:
+            full = self.gpu_memory_full
+            for index in gpus:
+                self.gpu_milli[index] += shape.gpu.milli
+                if shape.gpu.fractional:
+                    self.gpu_memory[index] += shape.gpu.memory_mib
+                else:
+                    self.gpu_memory[index] = full
+        elif shape.gpu.count:
+            self.free[GPU] += shape.gpu.count
+
+    def allocated(self) -> Mapping[str, int]:
+        """Allocated amount per allocatable resource (per-device GPU resources included)."""
+        used = {name: self.node.allocatable[name] - free for name, free in self.free.items()}
+        if self.per_device:
+            used[GPU] = sum(1 for milli in self.gpu_milli if milli < 1000)
+            if self.fractional:
+                used[GPU_MILLI] = 1000 * len(self.gpu_milli) - sum(self.gpu_milli)
+        return used

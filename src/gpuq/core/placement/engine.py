@@ -1,0 +1,279 @@
+"""Binding admitted workloads' pods to nodes: filters, a scoring policy, gangs and topology.
+
+Kueue decides whether a workload may start; this decides where its pods run,
+the job of the kube-scheduler, the NVIDIA device plugin and Kueue's Topology
+Aware Scheduling together. A workload is a gang: every pod is bound or none
+is (:meth:`Placer.place` rolls back a partial attempt). Pod sets whose
+flavor names a Topology go through :func:`gpuq.core.topology.assign` first,
+which says how many pods go to each lowest-level domain.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from gpuq.core.model import PodSet, PodSetAssignment, ResourceFlavor, TopologyMode, TopologyRequest, Workload
+from gpuq.core.nodes import Node
+from gpuq.core.placement.capacity import NodeCapacity, PodShape, pod_shape
+from gpuq.core.placement.filters import NodeRequirements, requirements_for, selector_matches, static_rejection
+from gpuq.core.placement.index import CapacityIndex, NodeClass
+from gpuq.core.placement.scoring import Chooser, chooser_for
+from gpuq.core.topology import TopologyAssignment, TopologyFailure, assign
+
+
+@dataclass(frozen=True, slots=True)
+class PodBinding:
+    pod: str  # <namespace>/<workload>/<pod set>-<index>
+    node: str
+    gpus: tuple[int, ...] = ()  # device indices for whole or fractional GPUs
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetPlacement:
+    name: str
+    bindings: tuple[PodBinding, ...]
+    topology: TopologyAssignment | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadPlacement:
+    workload: str
+    pod_sets: tuple[PodSetPlacement, ...]
+
+    @property
+    def bindings(self) -> tuple[PodBinding, ...]:
+        return tuple(b for ps in self.pod_sets for b in ps.bindings)
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementFailure:
+    """Why a workload's gang cannot be bound now; ``reason`` is a short code, ``message`` the details."""
+
+    workload: str
+    pod_set: str
+    reason: str  # Unschedulable | TopologyPlacementFailed
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class _PodSetRequest:
+    pod_set: PodSet
+    count: int
+    requirements: NodeRequirements
+    shape: PodShape
+    topology: tuple[str, tuple[str, ...]] | None  # (topology name, levels) for a TAS flavor
+
+
+class Placer:
+    """Free capacity of a set of nodes and the workloads bound to them."""
+
+    def __init__(
+        self,
+        nodes: Iterable[Node],
+        *,
+        policy: str | Chooser = "binpack",
+        flavors: Mapping[str, ResourceFlavor] | None = None,
+        topologies: Mapping[str, tuple[str, ...]] | None = None,
+    ) -> None:
+        self.flavors = dict(flavors or {})
+        self.topologies = dict(topologies or {})
+        varying = {level for levels in self.topologies.values() for level in levels}
+        self.index = CapacityIndex(nodes, varying)
+        self.chooser = chooser_for(policy) if isinstance(policy, str) else policy
+        self.placements: dict[str, WorkloadPlacement] = {}
+        self._classes: dict[tuple[object, ...], list[NodeClass]] = {}
+
+    # ------------------------------------------------------------------ public
+    def place(
+        self, workload: Workload, pod_sets: Sequence[PodSetAssignment] | None = None, *, explain: bool = True
+    ) -> WorkloadPlacement | PlacementFailure:
+        """Bind every pod of ``workload`` (as admitted, when ``pod_sets`` is given) or none.
+
+        ``explain=False`` skips the per-node failure summary, which reads every node.
+        """
+        if workload.key in self.placements:
+            return self.placements[workload.key]
+        taken: list[PodBinding] = []
+        placed: list[PodSetPlacement] = []
+        for request in self._requests(workload, pod_sets):
+            outcome = self._place_pod_set(workload.key, request, taken, explain)
+            if isinstance(outcome, PlacementFailure):
+                self._unbind(taken)
+                return outcome
+            placed.append(outcome)
+        result = WorkloadPlacement(workload.key, tuple(placed))
+        self.placements[workload.key] = result
+        return result
+
+    def check(
+        self, workload: Workload, pod_sets: Sequence[PodSetAssignment] | None = None
+    ) -> PlacementFailure | None:
+        """Whether ``place`` would succeed now; nothing changes."""
+        if workload.key in self.placements:
+            return None
+        outcome = self.place(workload, pod_sets, explain=False)
+        if isinstance(outcome, PlacementFailure):
+            return outcome
+        self.release(workload.key)
+        return None
+
+    def release(self, key: str) -> None:
+        """Unbind every pod of a workload (finished, evicted or forgotten); unknown keys are ignored."""
+        placement = self.placements.pop(key, None)
+        if placement is not None:
+            self._unbind(list(placement.bindings))
+
+    def uses_topology(self, workload: Workload, pod_sets: Sequence[PodSetAssignment] | None = None) -> bool:
+        return any(r.topology is not None for r in self._requests(workload, pod_sets))
+
+    @property
+    def nodes(self) -> Mapping[str, NodeCapacity]:
+        return self.index.capacity
+
+    # ---------------------------------------------------------------- requests
+    def _requests(
+        self, workload: Workload, pod_sets: Sequence[PodSetAssignment] | None
+    ) -> list[_PodSetRequest]:
+        assigned = {ps.name: ps for ps in pod_sets or ()}
+        requests = []
+        for pod_set in workload.pod_sets:
+            assignment = assigned.get(pod_set.name)
+            if pod_sets is not None and assignment is None:
+                continue
+            names = sorted(set(assignment.flavors.values())) if assignment else []
+            flavors = [self.flavors[n] for n in names if n in self.flavors]
+            topology = None
+            for flavor in flavors:
+                if flavor.topology_name and flavor.topology_name in self.topologies:
+                    topology = (flavor.topology_name, self.topologies[flavor.topology_name])
+            count = assignment.count if assignment else pod_set.count
+            shape = pod_shape(pod_set.requests)
+            requests.append(
+                _PodSetRequest(pod_set, count, requirements_for(pod_set, flavors), shape, topology)
+            )
+        return requests
+
+    def _place_pod_set(
+        self, key: str, request: _PodSetRequest, taken: list[PodBinding], explain: bool
+    ) -> PodSetPlacement | PlacementFailure:
+        name = request.pod_set.name
+        if request.topology is not None:
+            return self._place_topology(key, request, taken)
+        bindings: list[PodBinding] = []
+        for index in range(request.count):
+            node = self._choose(request)
+            if node is None:
+                taken.extend(bindings)
+                message = self.explain(request) if explain else "no node fits the pod"
+                return PlacementFailure(key, name, "Unschedulable", message)
+            bindings.append(self._bind(f"{key}/{name}-{index}", node, request.shape))
+        taken.extend(bindings)
+        return PodSetPlacement(name, tuple(bindings))
+
+    # ---------------------------------------------------------------- choosing
+    def matching_classes(self, requirements: NodeRequirements) -> list[NodeClass]:
+        """Classes whose nodes may pass the static filters (per-node labels are checked later)."""
+        cache_key = (
+            tuple(sorted(requirements.node_selector.items())),
+            requirements.affinity,
+            requirements.tolerations,
+        )
+        classes = self._classes.get(cache_key)
+        if classes is None:
+            per_node = bool(requirements.keys() & self.index.varying)
+            loose = NodeRequirements(tolerations=requirements.tolerations) if per_node else requirements
+            classes = [c for c in self.index.classes if static_rejection(c.sample, loose) is None]
+            self._classes[cache_key] = classes
+        return classes
+
+    def _choose(self, request: _PodSetRequest) -> str | None:
+        per_node = bool(request.requirements.keys() & self.index.varying)
+
+        def admissible(capacity: NodeCapacity) -> bool:
+            if per_node and not selector_matches(request.requirements, capacity.node.labels):
+                return False
+            return capacity.shortage(request.shape) is None
+
+        return self.chooser.choose(
+            self.index, self.matching_classes(request.requirements), request.shape, admissible
+        )
+
+    def _bind(self, pod: str, node: str, shape: PodShape) -> PodBinding:
+        gpus = self.index.capacity[node].take(pod, shape)
+        self.index.refresh(node)
+        return PodBinding(pod, node, gpus)
+
+    def _unbind(self, bindings: list[PodBinding]) -> None:
+        for binding in reversed(bindings):
+            self.index.capacity[binding.node].give(binding.pod)
+            self.index.refresh(binding.node)
+        bindings.clear()
+
+    # ---------------------------------------------------------------- topology
+    def _place_topology(
+        self, key: str, request: _PodSetRequest, taken: list[PodBinding]
+    ) -> PodSetPlacement | PlacementFailure:
+        """TAS: count pods per leaf domain, let :func:`assign` choose domains, bind within each leaf."""
+        assert request.topology is not None
+        topology_name, levels = request.topology
+        leaves: dict[tuple[str, ...], list[tuple[str, int]]] = {}
+        for capacity in self._candidates(request):
+            values = tuple(capacity.node.labels.get(level) for level in levels)
+            if any(v is None for v in values):
+                continue  # Kueue ignores nodes without every level label
+            fit = capacity.fit_count(request.shape, request.count)
+            if fit:
+                leaves.setdefault(values, []).append((capacity.node.name, fit))  # type: ignore[arg-type]
+        counts = {leaf: sum(fit for _, fit in nodes) for leaf, nodes in leaves.items()}
+        topology_request = request.pod_set.topology or TopologyRequest(TopologyMode.UNCONSTRAINED)
+        outcome = assign(levels, counts, request.count, topology_request, topology_name=topology_name)
+        name = request.pod_set.name
+        if isinstance(outcome, TopologyFailure):
+            return PlacementFailure(key, name, "TopologyPlacementFailed", outcome.reason)
+        bindings: list[PodBinding] = []
+        index = 0
+        for domain in outcome.domains:
+            remaining = domain.count
+            for node, fit in sorted(leaves[domain.values], key=lambda item: (-item[1], item[0])):
+                for _ in range(min(fit, remaining)):
+                    bindings.append(self._bind(f"{key}/{name}-{index}", node, request.shape))
+                    index += 1
+                remaining -= min(fit, remaining)
+                if not remaining:
+                    break
+        taken.extend(bindings)
+        return PodSetPlacement(name, tuple(bindings), outcome)
+
+    def _candidates(self, request: _PodSetRequest) -> Iterable[NodeCapacity]:
+        """Nodes passing the filters with room for at least one pod, from the buckets that may fit."""
+        per_node = bool(request.requirements.keys() & self.index.varying)
+        for node_class in self.matching_classes(request.requirements):
+            for bucket in self.index.buckets(node_class, request.shape.gpu, descending=True):
+                for name in bucket:
+                    capacity = self.index.capacity[name]
+                    if per_node and not selector_matches(request.requirements, capacity.node.labels):
+                        continue
+                    if capacity.shortage(request.shape) is None:
+                        yield capacity
+
+    # ----------------------------------------------------------------- explain
+    def explain(self, request: _PodSetRequest) -> str:
+        """kube-scheduler's summary: ``0/N nodes are available: 3 Insufficient nvidia.com/gpu, ...``."""
+        reasons: Counter[str] = Counter()
+        for capacity in self.index.capacity.values():
+            why = static_rejection(capacity.node, request.requirements) or capacity.shortage(request.shape)
+            if why is not None:
+                reasons[why] += 1
+        total = len(self.index.capacity)
+        detail = ", ".join(f"{count} {why}" for why, count in sorted(reasons.items()))
+        return f"0/{total} nodes are available: {detail or 'no nodes'}."
+
+
+def summarize(placements: Sequence[WorkloadPlacement]) -> Mapping[str, int]:
+    """Pods bound per node, for reports."""
+    per_node: Counter[str] = Counter()
+    for placement in placements:
+        per_node.update(b.node for b in placement.bindings)
+    return dict(sorted(per_node.items()))

@@ -1,0 +1,132 @@
+"""An index of free capacity: nodes grouped by static class, then bucketed by free GPU state.
+
+Placing one pod must not scan every node. Nodes that are alike in
+everything but their name and topology position (same allocatable, taints,
+labels, GPU model and sharing) form a class, filtered once per pod set.
+Within a class, nodes are bucketed by the GPU part of their free state
+(:meth:`NodeCapacity.signature`); buckets are kept sorted by free GPU
+capacity, so binpack reads the fullest bucket that fits first and spread
+the emptiest. A change to one node moves it between two buckets.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from gpuq.core.nodes import HOSTNAME_LABEL, GPUDemand, Node
+from gpuq.core.placement.capacity import NodeCapacity
+
+BucketKey = tuple[int, tuple[int, ...]]  # (free GPU milli, signature)
+
+
+@dataclass(slots=True)
+class NodeClass:
+    """Nodes identical up to their varying labels (hostname, topology levels)."""
+
+    id: int
+    sample: Node
+    size: int = 0
+    buckets: dict[BucketKey, dict[str, None]] = field(default_factory=dict)
+    order: list[BucketKey] = field(default_factory=list)  # ascending free GPU capacity
+
+    def add(self, name: str, key: BucketKey) -> None:
+        bucket = self.buckets.get(key)
+        if bucket is None:
+            bucket = self.buckets[key] = {}
+            bisect.insort(self.order, key)
+        bucket[name] = None
+
+    def remove(self, name: str, key: BucketKey) -> None:
+        bucket = self.buckets[key]
+        del bucket[name]
+        if not bucket:
+            del self.buckets[key]
+            del self.order[bisect.bisect_left(self.order, key)]
+
+
+def bucket_key(capacity: NodeCapacity) -> BucketKey:
+    return (capacity.gpu_free_milli(), capacity.signature())
+
+
+def may_fit(capacity_per_device: bool, fractional: bool, key: BucketKey, demand: GPUDemand) -> bool:
+    """A cheap test on a bucket's signature that never rejects a bucket holding a fitting node."""
+    if demand.count == 0:
+        return True
+    free_milli, signature = key
+    if free_milli < demand.total_milli:
+        return False
+    if not capacity_per_device:
+        return True
+    if demand.fractional:
+        return fractional and signature[0] >= demand.milli
+    if fractional:
+        return sum(1 for milli in signature if milli == 1000) >= demand.count
+    return signature[0] >= demand.count
+
+
+class CapacityIndex:
+    """Node capacities by name, their classes, and the buckets of each class."""
+
+    def __init__(self, nodes: Iterable[Node], varying_labels: Iterable[str] = ()) -> None:
+        self.varying = frozenset(varying_labels) | {HOSTNAME_LABEL}
+        self.capacity: dict[str, NodeCapacity] = {}
+        self.classes: list[NodeClass] = []
+        self.class_of: dict[str, NodeClass] = {}
+        self._keys: dict[str, BucketKey] = {}
+        by_signature: dict[tuple[object, ...], NodeClass] = {}
+        for node in sorted(nodes, key=lambda n: n.name):
+            if node.name in self.capacity:
+                raise ValueError(f"duplicate node name {node.name!r}")
+            signature = self._static_signature(node)
+            node_class = by_signature.get(signature)
+            if node_class is None:
+                node_class = by_signature[signature] = NodeClass(len(self.classes), node)
+                self.classes.append(node_class)
+            capacity = NodeCapacity(node)
+            self.capacity[node.name] = capacity
+            self.class_of[node.name] = node_class
+            node_class.size += 1
+            key = self._keys[node.name] = bucket_key(capacity)
+            node_class.add(node.name, key)
+
+    def _static_signature(self, node: Node) -> tuple[object, ...]:
+        labels = tuple(sorted((k, v) for k, v in node.labels.items() if k not in self.varying))
+        return (
+            tuple(sorted(node.allocatable.items())),
+            node.taints,
+            labels,
+            node.gpu_model,
+            node.gpu_count,
+            node.gpu_memory_mib,
+            node.sharing,
+            node.unschedulable,
+        )
+
+    def refresh(self, name: str) -> None:
+        """Re-bucket one node after its free capacity changed."""
+        old = self._keys[name]
+        new = bucket_key(self.capacity[name])
+        if new != old:
+            node_class = self.class_of[name]
+            node_class.remove(name, old)
+            node_class.add(name, new)
+            self._keys[name] = new
+
+    def buckets(
+        self, node_class: NodeClass, demand: GPUDemand, descending: bool
+    ) -> Iterator[dict[str, None]]:
+        """The class's buckets that may hold ``demand``, emptiest-first when ``descending``."""
+        sample = (
+            self.capacity[next(iter(node_class.buckets[node_class.order[0]]))] if node_class.order else None
+        )
+        if sample is None:
+            return
+        keys: Iterable[BucketKey] = reversed(node_class.order) if descending else node_class.order
+        for key in keys:
+            if may_fit(sample.per_device, sample.fractional, key, demand):
+                yield node_class.buckets[key]
+
+    def nodes(self) -> Mapping[str, NodeCapacity]:
+        return self.capacity
