@@ -17,6 +17,7 @@ from gpuq.api import kueue
 from gpuq.api.diagnostics import Manifest
 from gpuq.api.pods import effective_pod_requests
 from gpuq.api.quantity import to_amount
+from gpuq.api.topology_requests import topology_request
 from gpuq.core import model as core
 
 RESERVED_RESOURCE = "pods"
@@ -34,6 +35,7 @@ def convert(manifests: Sequence[Manifest]) -> tuple[core.ClusterConfig, tuple[co
         admission_checks=_named(models, kueue.AdmissionCheck, admission_check),
         namespace_labels=_namespace_labels(models),
         scheduler=scheduler_config(next((m for m in models if isinstance(m, kueue.Configuration)), None)),
+        topologies=_named(models, kueue.Topology, topology_levels),
     )
     priorities = PriorityTable.from_models(models)
     workloads = tuple(workload(m, priorities) for m in models if isinstance(m, kueue.Workload))
@@ -67,6 +69,11 @@ def flavor(rf: kueue.ResourceFlavor) -> core.ResourceFlavor:
         tolerations=tolerations(spec.tolerations),
         topology_name=spec.topology_name,
     )
+
+
+def topology_levels(topology: kueue.Topology) -> tuple[str, ...]:
+    """The node label of each level, from the widest (block) to the narrowest (host)."""
+    return tuple(level.node_label for level in topology.spec.levels)
 
 
 def tolerations(items: Sequence[kueue.Toleration]) -> tuple[core.Toleration, ...]:
@@ -282,7 +289,8 @@ def workload(wl: kueue.Workload, priorities: PriorityTable) -> core.Workload:
 
 
 def pod_set(ps: kueue.PodSet) -> core.PodSet:
-    """Per-pod effective requests (``pods`` excluded), node selector, required affinity, tolerations."""
+    """Per-pod effective requests (``pods`` excluded), node selector, required affinity, tolerations,
+    and the topology request (:mod:`gpuq.api.topology_requests`)."""
     spec = ps.template.spec
     raw = spec.model_dump(by_alias=True)
     requests = {
@@ -298,6 +306,7 @@ def pod_set(ps: kueue.PodSet) -> core.PodSet:
         node_selector=dict(spec.node_selector),
         node_affinity=required_node_affinity(spec.affinity),
         tolerations=tolerations(spec.tolerations),
+        topology=topology_request(ps),
     )
 
 

@@ -362,12 +362,27 @@ class ProvisioningRequestConfig(Object):
 # --- Workload ---------------------------------------------------------------------------
 
 
+class PodSetTopologyRequest(Strict):
+    """Kueue's ``PodSetTopologyRequest``; read by :mod:`gpuq.api.topology_requests`."""
+
+    required: str | None = None
+    preferred: str | None = None
+    unconstrained: bool | None = None
+    pod_index_label: str | None = None
+    sub_group_index_label: str | None = None
+    sub_group_count: int | None = None
+    pod_set_group_name: str | None = None
+    pod_set_slice_required_topology: str | None = None
+    pod_set_slice_size: int | None = None
+    podset_slice_required_topology_constraints: Any = None
+
+
 class PodSet(Strict):
     name: str = "main"
     count: int = 1
     min_count: int | None = None
     template: PodTemplate = Field(default_factory=PodTemplate)
-    topology_request: Any = None
+    topology_request: PodSetTopologyRequest | None = None
 
 
 class PriorityClassRef(Strict):

@@ -124,3 +124,45 @@ def request_limit_problems(pod_spec: Mapping[str, Any]) -> Iterator[tuple[tuple[
                     yield path, f"must equal its limit for extended resource {name} {both}"
                 elif request > limit:
                     yield path, f"must be less than or equal to its limit ({requests[name]} > {limits[name]})"
+
+
+GPU_MILLI = "gpuq.dev/gpu-milli"
+"""A share of one GPU in thousandths (``gpuq.core.nodes.GPU_MILLI``)."""
+
+
+def gpu_milli_problem(value: Decimal) -> str | None:
+    """Why ``value`` is not a placeable GPU share: 1..1000 (one GPU) or whole GPUs (multiples of 1000)."""
+    if value != value.to_integral_value():
+        return f"must be a whole number of thousandths of a GPU (got {value})"
+    if value <= 1000 or value % 1000 == 0:
+        return None
+    return f"must be between 1 and 1000 (a share of one GPU) or a multiple of 1000 (whole GPUs), got {value}"
+
+
+def device_problems(pod_spec: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """Yield ``(field path, message)`` for a GPU share no node could place (the first one found).
+
+    Each container's ``gpuq.dev/gpu-milli`` and the pod's effective total must
+    be 1..1000 or a multiple of 1000; malformed quantities are left to
+    :func:`quantity_problems`.
+    """
+    first: tuple[str | int, ...] | None = None
+    for path, name, value in iter_quantity_fields(pod_spec):
+        if name != GPU_MILLI:
+            continue
+        try:
+            quantity = parse_quantity(value)
+        except QuantityError:
+            return
+        first = first or path
+        if quantity >= 0 and (problem := gpu_milli_problem(quantity)):
+            yield path, problem
+            return
+    if first is None:
+        return
+    try:
+        total = effective_pod_requests(pod_spec).get(GPU_MILLI, Decimal(0))
+    except QuantityError:
+        return
+    if total > 0 and (problem := gpu_milli_problem(total)):
+        yield first, f"the pod's total {GPU_MILLI} {problem}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from gpuq.api import kueue
+from gpuq.api import kueue, topology_requests
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest
 from gpuq.api.validation import RESERVED_RESOURCE
 from gpuq.core import model as core
@@ -59,6 +59,7 @@ def validate_references(manifests: Sequence[Manifest], broken: Sequence[ObjectKe
     out += _cohort_cycles(index)
     out += _workload_references(index)
     out += _global_defaults(index)
+    out += topology_requests.unknown_levels(manifests)
     return out
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from gpuq.api import kueue
+from gpuq.api import kueue, topology_requests
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest
 from gpuq.api.names import (
     Findings,
@@ -23,7 +23,7 @@ from gpuq.api.names import (
     label_problems,
     qualified_name_problem,
 )
-from gpuq.api.pods import quantity_problems, request_limit_problems
+from gpuq.api.pods import device_problems, quantity_problems, request_limit_problems
 
 MAX_RESOURCE_GROUPS = 16
 MAX_FLAVORS_PER_GROUP = 64
@@ -58,6 +58,8 @@ def validate_object(manifest: Manifest) -> list[Diagnostic]:
                 ("spec", "queueName"), "no queue name: the workload will never be admitted", "warning"
             )
         )
+    if isinstance(obj, kueue.Workload):
+        out += topology_requests.ignored_annotations(manifest)
     return out
 
 
@@ -332,6 +334,7 @@ def _check_workload(wl: kueue.Workload) -> Findings:
         yield ("spec", "priority"), "must fit in a 32-bit integer"
     yield from _priority_ref(wl)
     yield from _admission_names(wl, names)
+    yield from topology_requests.workload_problems(wl)
 
 
 def _pod_set(pod_set: kueue.PodSet, at: FieldPath) -> Findings:
@@ -343,7 +346,7 @@ def _pod_set(pod_set: kueue.PodSet, at: FieldPath) -> Findings:
         yield (*at, "minCount"), "minCount should be positive and less or equal to count"
     spec = pod_set.template.spec
     raw = spec.model_dump(by_alias=True)
-    for path, message in (*quantity_problems(raw), *request_limit_problems(raw)):
+    for path, message in (*quantity_problems(raw), *request_limit_problems(raw), *device_problems(raw)):
         yield (*at, "template", "spec", *path), message
     for group in ("initContainers", "containers"):
         for ci, container in enumerate(raw.get(group) or ()):
