@@ -38,6 +38,7 @@ from gpuq.core.model import (
     Workload,
 )
 from gpuq.core.nomination import Entry, nominate, preemption_targets_for
+from gpuq.core.placement.engine import PlacementFailure, Placer, WorkloadPlacement
 from gpuq.core.queues import ClusterQueueQueue, RequeueReason
 from gpuq.core.quota import FlavorResource, available
 from gpuq.core.state import AdmittedWorkload, ClusterState, admission_usage
@@ -53,8 +54,11 @@ HUMAN_REASONS = {
 class Scheduler:
     """Admission engine for one configuration: queues, quota cache and the cycle."""
 
-    def __init__(self, config: ClusterConfig) -> None:
+    def __init__(self, config: ClusterConfig, placer: Placer | None = None) -> None:
         self.config = config
+        self.placer = placer  # binds admitted pods to nodes; TAS pod sets must place to be admitted
+        self.unplaced: dict[str, PlacementFailure] = {}  # admitted, pods waiting for room on a node
+        self._assumed: list[str] = []  # placements assumed during the cycle being planned
         self.state = ClusterState(config)
         self.queues = {
             name: ClusterQueueQueue(name, cq.queueing_strategy)
@@ -104,6 +108,7 @@ class Scheduler:
         reserved = workload.quota_reserved_time or workload.creation_time
         self.state.reserve(AdmittedWorkload(workload, cq_name, usage, reserved))
         self.reserved_checks[workload.key] = dict(checks)
+        self._bind(workload, workload.admission.pod_set_assignments)
 
     def _drained(self, workload: Workload, cq_name: str) -> str:
         """Why a stopped queue with stopPolicy HoldAndDrain evicts this workload, or ""."""
@@ -193,6 +198,10 @@ class Scheduler:
         finally:
             for cq_name, usage in reversed(cycle_usage):
                 self.state.tree.remove(cq_name, usage)
+            for key in reversed(self._assumed):
+                assert self.placer is not None
+                self.placer.release(key)
+            self._assumed.clear()
         result = CycleResult(tuple(admitted), tuple(preempted), tuple(pending), tuple(e.key for e in entries))
         return result, entries
 
@@ -237,6 +246,10 @@ class Scheduler:
             entry.requeue = RequeueReason.FAILED_AFTER_NOMINATION
             entry.clear_scan = True  # Kueue's setSkipped: retry every flavor next time
             pending.append(self._pending(entry, "Workload no longer fits after processing another workload"))
+            return
+        if not entry.targets and (why := self._assume_placement(entry, assignment)):
+            entry.requeue = RequeueReason.NO_FIT
+            pending.append(self._pending(entry, why))
             return
         for target in entry.targets:
             victims[target.victim.key] = target.victim
@@ -302,11 +315,48 @@ class Scheduler:
         )
         return False
 
+    def _assume_placement(self, entry: Entry, assignment: Assignment) -> str:
+        """§11.8: a quota fit whose topology placement fails is not admitted; "" when it may be.
+
+        Every admitted workload of the cycle is placed tentatively, in processing
+        order, so later entries see the nodes earlier ones took; pod sets without
+        a topology request that find no node are admitted anyway (their pods wait
+        for the kube-scheduler, as in a real cluster).
+        """
+        if self.placer is None:
+            return ""
+        pod_sets = _pod_set_assignments(assignment)
+        outcome = self.placer.place(entry.workload, pod_sets, explain=False)
+        if isinstance(outcome, WorkloadPlacement):
+            self._assumed.append(entry.key)
+            return ""
+        if outcome.reason != "TopologyPlacementFailed":
+            return ""
+        return f"couldn't assign flavors to pod set {outcome.pod_set}: {outcome.message}"
+
+    def _bind(self, workload: Workload, pod_sets: tuple[PodSetAssignment, ...]) -> None:
+        """Bind an admitted workload's pods; those that find no node wait in :attr:`unplaced`."""
+        if self.placer is None:
+            return
+        outcome = self.placer.place(workload, pod_sets)
+        if isinstance(outcome, PlacementFailure):
+            self.unplaced[workload.key] = outcome
+        else:
+            self.unplaced.pop(workload.key, None)
+
+    def _unbind(self, key: str) -> None:
+        """Free a workload's nodes and retry the admitted workloads still waiting for one."""
+        if self.placer is None:
+            return
+        self.placer.release(key)
+        self.unplaced.pop(key, None)
+        for waiting in list(self.unplaced):
+            admitted = self.state.admitted.get(waiting)
+            if admitted is not None and admitted.workload.admission is not None:
+                self._bind(admitted.workload, admitted.workload.admission.pod_set_assignments)
+
     def _admit(self, entry: Entry, cq: ClusterQueue, assignment: Assignment) -> Admit:
-        pod_sets = tuple(
-            PodSetAssignment(ps.name, dict(ps.flavors), dict(ps.requests), ps.count)
-            for ps in assignment.pod_sets
-        )
+        pod_sets = _pod_set_assignments(assignment)
         assigned_flavors = {f for ps in assignment.pod_sets for f in ps.flavors.values()}
         checks = tuple(
             rule.name
@@ -361,8 +411,10 @@ class Scheduler:
             self.why.pop(entry.key, None)
             self.last_tried.pop(entry.key, None)
             usage = admission_usage(_admission(decision))
-            self.state.reserve(AdmittedWorkload(entry.workload, entry.cluster_queue, usage, now))
+            workload = replace(entry.workload, admission=_admission(decision), quota_reserved_time=now)
+            self.state.reserve(AdmittedWorkload(workload, entry.cluster_queue, usage, now))
             self.reserved_checks[entry.key] = {name: CheckState.PENDING for name in decision.checks_pending}
+            self._bind(workload, decision.pod_sets)
 
     def _park_equivalent(self, queue: ClusterQueueQueue, entry: Entry) -> None:
         """§5.4: workloads shaped like a head that found no room wait with it, unevaluated."""
@@ -382,6 +434,7 @@ class Scheduler:
     def evict(self, key: str, now: float = 0.0) -> None:
         """Complete an eviction: release quota, requeue the workload and wake its cohort tree."""
         admitted = self.state.release(key)
+        self._unbind(key)
         self.reserved_checks.pop(key, None)
         self.last_tried.pop(key, None)
         workload = admitted.workload
@@ -393,6 +446,7 @@ class Scheduler:
     def finish(self, key: str) -> None:
         """A workload completed: release its quota and wake its cohort tree."""
         admitted = self.state.release(key)
+        self._unbind(key)
         self.reserved_checks.pop(key, None)
         self.workloads.pop(key, None)
         self.wake(admitted.cluster_queue)
@@ -421,6 +475,12 @@ def _nofit_message(entry: Entry) -> str:
     pod_set = entry.workload.pod_sets[0].name if len(entry.workload.pod_sets) == 1 else "the workload"
     detail = "; ".join(reasons) if reasons else "no flavor fits"
     return f"couldn't assign flavors to pod set {pod_set}: {detail}"
+
+
+def _pod_set_assignments(assignment: Assignment) -> tuple[PodSetAssignment, ...]:
+    return tuple(
+        PodSetAssignment(ps.name, dict(ps.flavors), dict(ps.requests), ps.count) for ps in assignment.pod_sets
+    )
 
 
 def _admission(decision: Admit) -> Admission:

@@ -92,8 +92,17 @@ class _FlavorTry:
     tried_idx: int = -1
 
 
-def flavor_matches(flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
-    """None when the flavor may serve the pod set, else why not (§4.2)."""
+def flavor_matches(
+    flavor: ResourceFlavor,
+    pod_set: PodSet,
+    topologies: Mapping[str, tuple[str, ...]] | None = None,
+    implied_tas: bool = False,
+) -> str | None:
+    """None when the flavor may serve the pod set, else why not (§4.2, TAS rules §11.2).
+
+    ``implied_tas``: every flavor of the queue is topology-aware, so a pod set
+    without a topology request is treated as unconstrained.
+    """
     tolerations = pod_set.tolerations + flavor.tolerations
     for taint in flavor.node_taints:
         if taint.effect in ("NoSchedule", "NoExecute") and not any(t.tolerates(taint) for t in tolerations):
@@ -106,8 +115,23 @@ def flavor_matches(flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
         terms = [tuple(r for r in term if r.key in labels) for term in pod_set.node_affinity]
         if not any(all(r.matches(labels) for r in term) for term in terms):
             return f"flavor {flavor.name} doesn't match node affinity"
-    if flavor.topology_name:
-        return f"flavor {flavor.name} is topology-aware; topology placement is not supported by admit"
+    return _topology_mismatch(flavor, pod_set, topologies or {}, implied_tas)
+
+
+def _topology_mismatch(
+    flavor: ResourceFlavor, pod_set: PodSet, topologies: Mapping[str, tuple[str, ...]], implied_tas: bool
+) -> str | None:
+    request = pod_set.topology
+    if flavor.topology_name is None:
+        return None if request is None else f"flavor {flavor.name} does not support TopologyAwareScheduling"
+    if request is None:
+        return None if implied_tas else f"Flavor {flavor.name} supports only TopologyAwareScheduling"
+    levels = topologies.get(flavor.topology_name)
+    if levels is None:
+        return f"flavor {flavor.name}: topology {flavor.topology_name} not found"
+    for level in (request.level, request.slice_level):
+        if level is not None and level not in levels:
+            return f"flavor {flavor.name} does not contain the requested level {level}"
     return None
 
 
@@ -136,6 +160,8 @@ class FlavorAssigner:
         self.cq = state.cluster_queue(cq_name)
         self.node = state.node(cq_name)
         self.covers_pods = any(PODS in g.covered_resources for g in self.cq.resource_groups)
+        flavors = [state.config.flavors.get(f.name) for g in self.cq.resource_groups for f in g.flavors]
+        self.implied_tas = bool(flavors) and all(f is not None and f.topology_name for f in flavors)
 
     def assign(
         self,
@@ -225,7 +251,7 @@ class FlavorAssigner:
             if flavor is None:
                 result.reasons.append(f"flavor {flavor_quotas.name} not found")
                 continue
-            mismatch = flavor_matches(flavor, pod_set)
+            mismatch = flavor_matches(flavor, pod_set, self.state.config.topologies, self.implied_tas)
             if mismatch:
                 result.reasons.append(mismatch)
                 continue
