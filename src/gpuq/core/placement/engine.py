@@ -84,6 +84,7 @@ class Placer:
         self.chooser = chooser_for(policy) if isinstance(policy, str) else policy
         self.placements: dict[str, WorkloadPlacement] = {}
         self._classes: dict[tuple[object, ...], list[NodeClass]] = {}
+        self._topology_positions: dict[tuple[str, ...], dict[str, tuple[str, ...]]] = {}
 
     # ------------------------------------------------------------------ public
     def place(
@@ -219,13 +220,11 @@ class Placer:
         assert request.topology is not None
         topology_name, levels = request.topology
         leaves: dict[tuple[str, ...], list[tuple[str, int]]] = {}
-        for capacity in self._candidates(request):
-            values = tuple(capacity.node.labels.get(level) for level in levels)
-            if any(v is None for v in values):
-                continue  # Kueue ignores nodes without every level label
-            fit = capacity.fit_count(request.shape, request.count)
-            if fit:
-                leaves.setdefault(values, []).append((capacity.node.name, fit))  # type: ignore[arg-type]
+        positions = self._positions(levels)
+        for name, fit in self._fits(request):
+            values = positions.get(name)
+            if values is not None:  # Kueue ignores nodes without every level label
+                leaves.setdefault(values, []).append((name, fit))
         counts = {leaf: sum(fit for _, fit in nodes) for leaf, nodes in leaves.items()}
         topology_request = request.pod_set.topology or TopologyRequest(TopologyMode.UNCONSTRAINED)
         outcome = assign(levels, counts, request.count, topology_request, topology_name=topology_name)
@@ -246,17 +245,35 @@ class Placer:
         taken.extend(bindings)
         return PodSetPlacement(name, tuple(bindings), outcome)
 
-    def _candidates(self, request: _PodSetRequest) -> Iterable[NodeCapacity]:
-        """Nodes passing the filters with room for at least one pod, from the buckets that may fit."""
+    def _positions(self, levels: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+        """Each node's domain values for a topology's levels (nodes missing a level are left out)."""
+        positions = self._topology_positions.get(levels)
+        if positions is None:
+            positions = {}
+            for name, capacity in self.index.capacity.items():
+                labels = capacity.node.labels
+                if all(level in labels for level in levels):
+                    positions[name] = tuple(labels[level] for level in levels)
+            self._topology_positions[levels] = positions
+        return positions
+
+    def _fits(self, request: _PodSetRequest) -> Iterable[tuple[str, int]]:
+        """Nodes passing the filters with room for at least one pod, and how many pods fit on each.
+
+        Only buckets whose GPU state may hold a pod are read, so a full cluster costs little;
+        a cluster with room costs one step per node with room, as Kueue's TAS snapshot does.
+        """
         per_node = bool(request.requirements.keys() & self.index.varying)
+        shape, limit = request.shape, request.count
         for node_class in self.matching_classes(request.requirements):
-            for bucket in self.index.buckets(node_class, request.shape.gpu, descending=True):
+            for bucket in self.index.buckets(node_class, shape.gpu, descending=True):
                 for name in bucket:
                     capacity = self.index.capacity[name]
                     if per_node and not selector_matches(request.requirements, capacity.node.labels):
                         continue
-                    if capacity.shortage(request.shape) is None:
-                        yield capacity
+                    fit = capacity.fit_count(shape, limit)
+                    if fit:
+                        yield name, fit
 
     # ----------------------------------------------------------------- explain
     def explain(self, request: _PodSetRequest) -> str:
