@@ -1,0 +1,1 @@
+"""Placement: which node, and which GPUs on it, a pod gets."""
