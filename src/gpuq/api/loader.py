@@ -10,7 +10,9 @@
    sources through :mod:`gpuq.api.sources`; type errors become error
    diagnostics, unknown fields warnings;
 4. run the per-object and whole-configuration checks (:mod:`gpuq.api.validation`);
-5. only when no error was found, convert to the core model (:mod:`gpuq.api.convert`).
+   and the machine checks (:mod:`gpuq.api.machine_checks`);
+5. only when no error was found, convert to the core model (:mod:`gpuq.api.convert`,
+   machines by :mod:`gpuq.api.nodes_convert`).
 
 Nothing loads half-valid: one error anywhere and ``config`` is None.
 """
@@ -21,18 +23,22 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from types import ModuleType, UnionType
-from typing import Annotated, Any, TextIO, Union, get_args, get_origin
+from types import ModuleType
+from typing import Any, TextIO
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from gpuq.api import convert, kueue, references, validation
+from gpuq.api import convert, kueue, machine_checks, nodes_convert, references, validation
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, ManifestError, sort_diagnostics
+from gpuq.api.fields import unknown_fields, unknown_raw_fields
 from gpuq.api.names import dns_subdomain_problem
+from gpuq.api.nodes_convert import NodePoolSummary
+from gpuq.core.gpus import DEFAULT_CATALOGUE, GPUCatalogue
 from gpuq.core.model import ClusterConfig, Workload
+from gpuq.core.nodes import Node
 
 STDIN = "<stdin>"
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -41,12 +47,21 @@ _YamlLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 @dataclass(frozen=True)
 class LoadResult:
-    """What :func:`load` read. ``config`` is None and ``workloads`` empty when any error exists."""
+    """What :func:`load` read. ``config`` is None and ``workloads``, ``nodes`` and ``node_pools``
+    empty when any error exists.
+
+    ``nodes`` are the NodePools' generated nodes and the ``v1`` Nodes, sorted by
+    name; ``node_pools`` one summary per NodePool, sorted by name;
+    ``gpu_catalogue`` the built-in GPU models plus the GPUModel objects.
+    """
 
     config: ClusterConfig | None
     workloads: tuple[Workload, ...]
     diagnostics: tuple[Diagnostic, ...]
     manifests: tuple[Manifest, ...] = field(default=(), repr=False)
+    nodes: tuple[Node, ...] = ()
+    node_pools: tuple[NodePoolSummary, ...] = ()
+    gpu_catalogue: GPUCatalogue = field(default=DEFAULT_CATALOGUE, repr=False)
 
     @property
     def errors(self) -> tuple[Diagnostic, ...]:
@@ -89,14 +104,24 @@ def load(paths: Sequence[str], stdin: TextIO | None = None) -> LoadResult:
     for manifest in manifests:
         diagnostics += validation.validate_object(manifest)
     diagnostics += references.validate_references(manifests, broken)
-    config: ClusterConfig | None = None
-    workloads: tuple[Workload, ...] = ()
-    if not any(d.severity == "error" for d in diagnostics):
-        config, workloads = convert.convert(manifests)
-        diagnostics += references.validate_capacity(manifests, config, workloads)
+    diagnostics += machine_checks.validate_machines(manifests)
     if any(d.severity == "error" for d in diagnostics):
-        config, workloads = None, ()
-    return LoadResult(config, tuple(workloads), sort_diagnostics(diagnostics), tuple(manifests))
+        return LoadResult(None, (), sort_diagnostics(diagnostics), tuple(manifests))
+    config, workloads = convert.convert(manifests)
+    found = nodes_convert.convert_machines(manifests)
+    diagnostics += references.validate_capacity(manifests, config, workloads)
+    diagnostics += machine_checks.placement_warnings(manifests, config, found.nodes)
+    if any(d.severity == "error" for d in diagnostics):
+        return LoadResult(None, (), sort_diagnostics(diagnostics), tuple(manifests))
+    return LoadResult(
+        config,
+        tuple(workloads),
+        sort_diagnostics(diagnostics),
+        tuple(manifests),
+        found.nodes,
+        found.node_pools,
+        found.catalogue,
+    )
 
 
 def load_or_raise(
@@ -263,7 +288,7 @@ def _validate_model(
         diagnostics += [
             located.diagnostic(p, "unknown field", "warning") for p in unknown_raw_fields(model, data, ())
         ]
-        if name and (problem := dns_subdomain_problem(name)):
+        if name and kind != "GPUModel" and (problem := dns_subdomain_problem(name)):
             diagnostics.append(located.diagnostic(("metadata", "name"), f"invalid name {name!r}: {problem}"))
         if broken is not None:
             broken.append((model, namespace, _name_of(data)))
@@ -297,55 +322,6 @@ def _sources() -> ModuleType | None:
         return importlib.import_module("gpuq.api.sources")
     except ImportError:
         return None
-
-
-def unknown_fields(value: Any, prefix: FieldPath) -> Iterator[FieldPath]:
-    """Yield the path of every unknown field in a parsed model (``Loose`` models are exempt)."""
-    if isinstance(value, BaseModel):
-        if not isinstance(value, kueue.Loose) and value.__pydantic_extra__:
-            for key in value.__pydantic_extra__:
-                yield (*prefix, key)
-        for name, info in type(value).model_fields.items():
-            yield from unknown_fields(getattr(value, name), (*prefix, info.alias or name))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from unknown_fields(item, (*prefix, index))
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(item, BaseModel | list):
-                yield from unknown_fields(item, (*prefix, str(key)))
-
-
-def unknown_raw_fields(model: type[BaseModel], data: Any, prefix: FieldPath) -> Iterator[FieldPath]:
-    """Unknown fields of raw data that failed validation, found by walking the model's fields."""
-    if not isinstance(data, dict) or issubclass(model, kueue.Loose):
-        return
-    fields: dict[str, Any] = {}
-    for name, info in model.model_fields.items():
-        fields[name] = fields[info.alias or name] = info.annotation
-    for key, value in data.items():
-        if key not in fields:
-            yield (*prefix, str(key))
-        else:
-            yield from _unknown_in(fields[key], value, (*prefix, str(key)))
-
-
-def _unknown_in(annotation: Any, value: Any, prefix: FieldPath) -> Iterator[FieldPath]:
-    origin, args = get_origin(annotation), get_args(annotation)
-    if origin is Annotated:
-        yield from _unknown_in(args[0], value, prefix)
-    elif origin in (Union, UnionType):
-        models = [a for a in args if a is not type(None)]
-        if len(models) == 1:
-            yield from _unknown_in(models[0], value, prefix)
-    elif origin in (list, tuple, Sequence) and args and isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _unknown_in(args[0], item, (*prefix, index))
-    elif origin in (dict, Mapping) and len(args) == 2 and isinstance(value, dict):
-        for key, item in value.items():
-            yield from _unknown_in(args[1], item, (*prefix, str(key)))
-    elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        yield from unknown_raw_fields(annotation, value, prefix)
 
 
 # --- helpers --------------------------------------------------------------------------------

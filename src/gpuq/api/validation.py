@@ -14,13 +14,14 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from gpuq.api import kueue, topology_requests
+from gpuq.api import kueue, machines, topology_requests
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest
 from gpuq.api.names import (
     Findings,
     dns_label_problem,
     dns_subdomain_problem,
     label_problems,
+    label_value_problem,
     qualified_name_problem,
 )
 from gpuq.api.pods import device_problems, quantity_problems, request_limit_problems
@@ -70,15 +71,21 @@ def _metadata_problems(manifest: Manifest) -> Findings:
     if not meta.name:
         yield ("metadata", "name"), "is required"
         return
-    label_kinds = (kueue.Namespace,)
-    problem = (dns_label_problem if isinstance(manifest.model, label_kinds) else dns_subdomain_problem)(
-        meta.name
-    )
+    problem = _name_rule(manifest.model)(meta.name)
     if problem:
         yield ("metadata", "name"), f"invalid name {meta.name!r}: {problem}"
     if manifest.namespace and (problem := dns_label_problem(manifest.namespace)):
         yield ("metadata", "namespace"), f"invalid namespace {manifest.namespace!r}: {problem}"
     yield from label_problems(meta.labels, ("metadata", "labels"))
+
+
+def _name_rule(model: Any) -> Callable[[str], str | None]:
+    """Namespaces are DNS labels; GPUModel names follow the catalogue's spelling (``H100-80GB``)."""
+    if isinstance(model, kueue.Namespace):
+        return dns_label_problem
+    if isinstance(model, machines.GPUModel):
+        return label_value_problem
+    return dns_subdomain_problem
 
 
 def _check_flavor(rf: kueue.ResourceFlavor) -> Findings:
