@@ -19,7 +19,7 @@ from gpuq.api import kueue, machines, nodes_convert
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest
 from gpuq.api.kube_nodes import base_product
 from gpuq.api.names import Findings, label_problems, label_value_problem, qualified_name_problem
-from gpuq.core.devices import sharing_problems
+from gpuq.core.devices import gfd_labels, sharing_problems
 from gpuq.core.gpus import BUILTIN_MODELS, GPUCatalogue
 from gpuq.core.mig import MIG_TABLES
 from gpuq.core.model import ClusterConfig
@@ -174,13 +174,18 @@ def _camel(problem: str, catalogue: GPUCatalogue) -> str:
 
 def _label_conflicts(pool: machines.NodePool, catalogue: GPUCatalogue) -> Findings:
     """User labels may not contradict the labels gpuq or GPU Feature Discovery set."""
-    if pool.spec.gpu is not None and catalogue.get(pool.spec.gpu.model) is None:
+    gpu = pool.spec.gpu
+    if gpu is not None and catalogue.get(gpu.model) is None:
         return
-    nodes = nodes_convert.expand_pool(pool, catalogue) if pool.spec.sizes()[0] > 0 else ()
-    if not nodes:
-        return
+    name = next(nodes_convert.node_names(pool, 1))
+    model = nodes_convert.effective_model(gpu, catalogue)
+    count = gpu.count if gpu is not None else 0
+    labels = {
+        **gfd_labels(model, count, nodes_convert.sharing_of(gpu)),
+        **nodes_convert.generated_labels(pool, name, 0),
+    }
     for key, value in pool.spec.labels.items():
-        actual = nodes[0].labels.get(key, value)
+        actual = labels.get(key, value)
         if actual != value:
             yield ("spec", "labels", key), f"label {key}={value!r} contradicts the {actual!r} gpuq sets"
 
@@ -290,7 +295,8 @@ def _node_name_collisions(manifests: Sequence[Manifest]) -> Iterator[Diagnostic]
         if manifest.name in seen_pools:
             continue  # a duplicate NodePool is reported as such
         seen_pools.add(manifest.name)
-        for name in nodes_convert.node_names(manifest.model, max(manifest.model.spec.sizes()[2], 0)):
+        upto = min(max(manifest.model.spec.sizes()[2], 0), MAX_NODES_PER_POOL)
+        for name in nodes_convert.node_names(manifest.model, upto):
             if name in owners:
                 message = f"node name {name!r} is also {_origin(owners[name])}"
                 yield manifest.diagnostic(("metadata", "name"), message)

@@ -203,7 +203,7 @@ def rack_of(topology: machines.PoolTopology | None, index: int, max_nodes: int) 
         return None
     if not topology.racks:
         return topology.rack
-    per_rack = topology.nodes_per_rack or math.ceil(max_nodes / len(topology.racks))
+    per_rack = max(topology.nodes_per_rack or math.ceil(max_nodes / len(topology.racks)), 1)
     return topology.racks[min(index // per_rack, len(topology.racks) - 1)]
 
 
