@@ -1,4 +1,4 @@
-"""GPU fragmentation as the FGD paper measures it ("Beware of Fragmentation", ATC '23).
+"""Node and pod views, and GPU fragmentation as the FGD paper measures it ("Beware of Fragmentation").
 
 A node's idle GPU milli is *fragmented for a task* when that task cannot use
 it. The workload is summarised as typical task types with weights (their
@@ -21,12 +21,14 @@ can differ from upstream in the last bit.
 from __future__ import annotations
 
 import bisect
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gpuq.core.nodes import NO_GPU, GPUDemand
 
+FULL_GPU_MILLI = 1000
 POPULARITY_PCT = 95
 """Typical task types cover this share of the pods (the artifact's ``--pod-popularity-threshold``)."""
 
@@ -48,6 +50,46 @@ class TaskType:
     def spec(self) -> str:
         """The ``gpu_spec`` string; upstream orders task types by it."""
         return "|".join(self.gpu_models or ())
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """A node's free capacity as policies see it.
+
+    ``gpu_free_milli[i]`` is GPU ``i``'s free thousandths (1000 = idle);
+    ``gpu_pod_kinds`` counts the GPU pods on the node per ``gpu_kind``, sorted
+    by kind (only GPU clustering reads it).
+    """
+
+    gpu_free_milli: tuple[int, ...]
+    cpu_free_milli: int
+    cpu_total_milli: int
+    memory_free_bytes: int
+    memory_total_bytes: int
+    gpu_model: str | None = None
+    gpu_pod_kinds: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def gpu_total_milli(self) -> int:
+        return FULL_GPU_MILLI * len(self.gpu_free_milli)
+
+    @property
+    def gpu_idle_milli(self) -> int:
+        return sum(self.gpu_free_milli)
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    """A pod's requests: CPU milli, memory bytes, GPUs, allowed GPU models (None: any)."""
+
+    cpu_milli: int
+    memory_bytes: int
+    gpu: GPUDemand = NO_GPU
+    gpu_models: tuple[str, ...] | None = None
+
+    @property
+    def task(self) -> TaskType:
+        return TaskType(self.cpu_milli, self.gpu, self.gpu_models)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,32 +142,29 @@ def model_allowed(gpu_model: str | None, allowed: tuple[str, ...] | None) -> boo
     return gpu_model is not None and gpu_model in allowed
 
 
-def fitting_gpus(gpu_free_milli: Sequence[int], milli: int) -> int:
-    """How many GPUs have at least ``milli`` free."""
-    return sum(1 for free in gpu_free_milli if free >= milli)
-
-
-def task_fragment_milli(
-    gpu_free_milli: Sequence[int], cpu_free_milli: int, gpu_model: str | None, task: TaskType
-) -> int:
-    """The idle GPU milli of one node that ``task`` cannot use (steps 1 and 2 of the module doc)."""
-    idle = sum(gpu_free_milli)
+def task_fragment_milli(node: NodeView, task: TaskType) -> int:
+    """The idle GPU milli of ``node`` that ``task`` cannot use (steps 1 and 2 of the module doc)."""
+    free = node.gpu_free_milli
+    idle = sum(free)
     demand = task.gpu
-    if demand.count == 0 or not model_allowed(gpu_model, task.gpu_models):
+    if demand.count == 0 or not model_allowed(node.gpu_model, task.gpu_models):
         return idle
-    if cpu_free_milli < task.cpu_milli or fitting_gpus(gpu_free_milli, demand.milli) < demand.count:
+    if node.cpu_free_milli < task.cpu_milli or sum(1 for f in free if f >= demand.milli) < demand.count:
         return idle
-    return sum(free for free in gpu_free_milli if free < demand.milli)
+    return sum(f for f in free if f < demand.milli)
 
 
-def node_fragmentation(
-    gpu_free_milli: Sequence[int], cpu_free_milli: int, gpu_model: str | None, tasks: Sequence[TypicalTask]
-) -> float:
+def node_fragmentation(node: NodeView, tasks: Sequence[TypicalTask]) -> float:
     """Expected fragmented GPU milli of one node: Σ weight × task_fragment_milli."""
     total = 0.0
     for typical in tasks:
-        total += typical.weight * task_fragment_milli(gpu_free_milli, cpu_free_milli, gpu_model, typical.task)
+        total += typical.weight * task_fragment_milli(node, typical.task)
     return total
+
+
+def cluster_fragmentation(nodes: Iterable[NodeView], tasks: Sequence[TypicalTask]) -> float:
+    """Expected fragmented GPU milli of a cluster: the sum over its nodes."""
+    return math.fsum(node_fragmentation(node, tasks) for node in nodes)
 
 
 class FragmentationMeter:
@@ -145,11 +184,11 @@ class FragmentationMeter:
         """Free CPU values with the same level leave every task type's CPU check unchanged."""
         return bisect.bisect_right(self._cpu_steps, cpu_free_milli)
 
-    def fragmentation(
-        self, gpu_free_milli: Sequence[int], cpu_free_milli: int, gpu_model: str | None
-    ) -> float:
+    def fragmentation(self, node: NodeView) -> float:
         """Same value as ``node_fragmentation`` with this meter's task types."""
-        return self.leveled(tuple(sorted(gpu_free_milli)), self.cpu_level(cpu_free_milli), gpu_model)
+        return self.leveled(
+            tuple(sorted(node.gpu_free_milli)), self.cpu_level(node.cpu_free_milli), node.gpu_model
+        )
 
     def leveled(self, gpu_free_sorted: tuple[int, ...], cpu_level: int, gpu_model: str | None) -> float:
         """Fragmentation of a state given by its sorted free GPU milli and CPU level."""
@@ -158,5 +197,6 @@ class FragmentationMeter:
         if value is None:
             # Any CPU value of this level answers every task's CPU check alike.
             cpu = self._cpu_steps[cpu_level - 1] if cpu_level else -1
-            value = self._memo[key] = node_fragmentation(gpu_free_sorted, cpu, gpu_model, self.tasks)
+            state = NodeView(gpu_free_sorted, cpu, cpu, 0, 0, gpu_model)
+            value = self._memo[key] = node_fragmentation(state, self.tasks)
         return value

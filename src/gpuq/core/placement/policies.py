@@ -30,53 +30,21 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Protocol
 
-from gpuq.core.nodes import NO_GPU, GPUDemand
-from gpuq.core.placement.fragmentation import FragmentationMeter, TaskType, TypicalTask, model_allowed
+from gpuq.core.nodes import GPUDemand
+from gpuq.core.placement.fragmentation import (
+    FULL_GPU_MILLI,
+    FragmentationMeter,
+    NodeView,
+    PodView,
+    TypicalTask,
+    model_allowed,
+)
 
-FULL_GPU_MILLI = 1000
+__all__ = ["FULL_GPU_MILLI", "NodeView", "PodView"]  # re-exported: the views policies read
+
 MAX_SCORE = 100
 MAX_SPEC_CPU_MILLI = 128_000
 MAX_SPEC_GPU_MILLI = 8_000
-
-
-@dataclass(frozen=True, slots=True)
-class NodeView:
-    """A node's free capacity as policies see it.
-
-    ``gpu_free_milli[i]`` is GPU ``i``'s free thousandths (1000 = idle);
-    ``gpu_pod_kinds`` counts the GPU pods on the node per ``gpu_kind``, sorted
-    by kind (only GPU clustering reads it).
-    """
-
-    gpu_free_milli: tuple[int, ...]
-    cpu_free_milli: int
-    cpu_total_milli: int
-    memory_free_bytes: int
-    memory_total_bytes: int
-    gpu_model: str | None = None
-    gpu_pod_kinds: tuple[tuple[str, int], ...] = ()
-
-    @property
-    def gpu_total_milli(self) -> int:
-        return FULL_GPU_MILLI * len(self.gpu_free_milli)
-
-    @property
-    def gpu_idle_milli(self) -> int:
-        return sum(self.gpu_free_milli)
-
-
-@dataclass(frozen=True, slots=True)
-class PodView:
-    """A pod's requests: CPU milli, memory bytes, GPUs, allowed GPU models (None: any)."""
-
-    cpu_milli: int
-    memory_bytes: int
-    gpu: GPUDemand = NO_GPU
-    gpu_models: tuple[str, ...] | None = None
-
-    @property
-    def task(self) -> TaskType:
-        return TaskType(self.cpu_milli, self.gpu, self.gpu_models)
 
 
 def gpu_kind(demand: GPUDemand) -> str | None:
@@ -327,7 +295,7 @@ class FGDPolicy(_Policy):
         if not pod.gpu.fractional:
             return super().pick_gpus(node, pod)
         before = tuple(sorted(node.gpu_free_milli))
-        frag = self.meter.fragmentation(before, node.cpu_free_milli, node.gpu_model)
+        frag = self.meter.fragmentation(node)
         level_after = self.meter.cpu_level(node.cpu_free_milli - pod.cpu_milli)
         best_index, best_score = -1, -1
         for index, free in enumerate(node.gpu_free_milli):
