@@ -1,0 +1,1 @@
+"""Command implementations too large for :mod:`gpuq.cli`: one module per verb or noun."""
