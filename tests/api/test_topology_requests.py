@@ -342,11 +342,39 @@ spec:
 """
     path, result = load_text(tmp_path, CONFIG + job)
     (error,) = result.errors
+    text = CONFIG + job
     assert (error.path, error.kind, error.name) == (path, "Job", "train")
-    assert (
-        "must not set more than one" in error.message and error.line == line_of(CONFIG + job, "kind: Job") - 1
-    )
+    assert (error.field, error.line) == ("spec.template.metadata.annotations", line_of(text, "annotations:"))
+    assert "must not set more than one" in error.message
     assert result.config is None
+
+
+def test_job_pod_template_errors_point_at_the_job_lines(tmp_path: Path) -> None:
+    job = """\
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: train
+  labels: {kueue.x-k8s.io/queue-name: lq}
+spec:
+  template:
+    metadata:
+      annotations:
+        kueue.x-k8s.io/podset-slice-size: "2"
+    spec:
+      containers:
+      - name: c
+        resources: {requests: {gpuq.dev/gpu-milli: "1500"}}
+"""
+    text = CONFIG + job
+    _, result = load_text(tmp_path, text)
+    annotation = "spec.template.metadata.annotations[kueue.x-k8s.io/podset-slice-size]"
+    request = "spec.template.spec.containers[0].resources.requests[gpuq.dev/gpu-milli]"
+    assert {(d.line, d.field) for d in result.errors} == {
+        (line_of(text, "slice-size"), annotation),
+        (line_of(text, 'gpu-milli: "1500"'), request),
+    }
 
 
 WARNINGS: list[tuple[str, str, tuple[str, str, str]]] = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Severity = Literal["error", "warning"]
@@ -78,7 +78,10 @@ class Manifest:
 
     ``kind`` and ``name`` are what diagnostics show (for a workload source,
     the source's Kind/name, while ``model`` is the Workload built from it).
-    ``lines`` maps field paths of the written document to their 1-based line.
+    ``lines`` maps field paths of ``model`` to their 1-based line. ``aliases``
+    maps a prefix of ``model``'s paths to where it was written (a Workload's
+    ``spec.podSets[0].template`` is a Job's ``spec.template``), so that
+    diagnostics name the field the user wrote.
     """
 
     path: str
@@ -88,6 +91,7 @@ class Manifest:
     namespace: str
     model: Any
     lines: Mapping[FieldPath, int]
+    aliases: Mapping[FieldPath, FieldPath] = field(default_factory=dict)
 
     def line_of(self, field: Sequence[str | int]) -> int:
         """Line of ``field`` or of its nearest written ancestor; the document's line otherwise."""
@@ -98,13 +102,20 @@ class Manifest:
             parts = parts[:-1]
         return self.line
 
+    def written_path(self, field: Sequence[str | int]) -> FieldPath:
+        """``field`` as the user wrote it: the longest matching prefix in ``aliases`` replaced."""
+        parts = tuple(field)
+        for size in range(len(parts), 0, -1):
+            if parts[:size] in self.aliases:
+                return (*self.aliases[parts[:size]], *parts[size:])
+        return parts
+
     def diagnostic(
         self, field: Sequence[str | int], message: str, severity: Severity = "error"
     ) -> Diagnostic:
         """A diagnostic about ``field`` of this object."""
-        return Diagnostic(
-            self.path, self.line_of(field), self.kind, self.name, format_field_path(field), message, severity
-        )
+        shown = format_field_path(self.written_path(field))
+        return Diagnostic(self.path, self.line_of(field), self.kind, self.name, shown, message, severity)
 
     @property
     def ref(self) -> str:

@@ -23,7 +23,7 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, TextIO
@@ -36,6 +36,7 @@ from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, ManifestError,
 from gpuq.api.fields import unknown_fields, unknown_raw_fields
 from gpuq.api.names import dns_subdomain_problem
 from gpuq.api.nodes_convert import NodePoolSummary
+from gpuq.api.source_fields import template_aliases
 from gpuq.core.gpus import DEFAULT_CATALOGUE, GPUCatalogue
 from gpuq.core.model import ClusterConfig, Workload
 from gpuq.core.nodes import Node
@@ -276,11 +277,12 @@ def _validate_model(
     display: tuple[str, str],
     diagnostics: list[Diagnostic],
     broken: list[references.ObjectKey] | None = None,
+    aliases: Mapping[FieldPath, FieldPath] | None = None,
 ) -> Manifest | None:
     """Validate ``data`` against ``model``; ``display`` is the (Kind, name) diagnostics show."""
     kind, name = display
     namespace = _namespace_of(data) if str(data.get("kind")) in kueue.NAMESPACED_KINDS else ""
-    located = Manifest(document.path, document.line, kind, name, namespace, None, lines)
+    located = Manifest(document.path, document.line, kind, name, namespace, None, lines, aliases or {})
     try:
         parsed = model.model_validate(data)
     except ValidationError as err:
@@ -294,7 +296,7 @@ def _validate_model(
             broken.append((model, namespace, _name_of(data)))
         return None
     diagnostics += [located.diagnostic(p, "unknown field", "warning") for p in unknown_fields(parsed, ())]
-    return Manifest(document.path, document.line, kind, name, namespace, parsed, lines)
+    return Manifest(document.path, document.line, kind, name, namespace, parsed, lines, aliases or {})
 
 
 def _read_source(
@@ -312,8 +314,16 @@ def _read_source(
         line = Manifest(document.path, document.line, kind, name, "", None, document.lines).line_of(parts)
         diagnostics.append(Diagnostic(document.path, line, kind, name, err.field, err.message))
         return None
+    aliases = template_aliases(data, workload)
+    lines = {
+        (*ours, *path[len(theirs) :]): line
+        for ours, theirs in aliases.items()
+        for path, line in document.lines.items()
+        if path[: len(theirs)] == theirs
+    }
     source_doc = Document(document.path, document.line, workload, {})
-    return _validate_model(source_doc, kueue.Workload, workload, {}, (kind, name), diagnostics, broken)
+    display = (kind, name)
+    return _validate_model(source_doc, kueue.Workload, workload, lines, display, diagnostics, broken, aliases)
 
 
 def _sources() -> ModuleType | None:

@@ -7,6 +7,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gpuq.api.diagnostics import FieldPath
+
 MAX_POD_SETS = 8
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -103,3 +105,36 @@ def queue_name(metadata: Mapping[str, Any]) -> str:
     if label:
         return str(label)
     return str((metadata.get("annotations") or {}).get(QUEUE_LABEL) or "")
+
+
+def template_aliases(source: Mapping[str, Any], workload: Mapping[str, Any]) -> dict[FieldPath, FieldPath]:
+    """Where each pod set's template of ``workload`` was written in ``source``.
+
+    Maps ``("spec", "podSets", i, "template")`` to the path of the source
+    template whose ``spec`` equals it (the first unused one, in document order);
+    pod sets whose template was changed on the way have no entry.
+    """
+    found: list[tuple[FieldPath, Any]] = []
+    _templates(source, (), found)
+    out: dict[FieldPath, FieldPath] = {}
+    used: set[FieldPath] = set()
+    for index, pod_set in enumerate((workload.get("spec") or {}).get("podSets") or ()):
+        spec = pod_set["template"]["spec"]
+        path = next((p for p, value in found if p not in used and value == spec), None)
+        if path is not None:
+            used.add(path)
+            out[("spec", "podSets", index, "template")] = path
+    return out
+
+
+def _templates(value: Any, at: FieldPath, found: list[tuple[FieldPath, Any]]) -> None:
+    """Every mapping under ``value`` that has a ``spec`` mapping with ``containers`` (a pod template)."""
+    if isinstance(value, dict):
+        spec = value.get("spec")
+        if isinstance(spec, dict) and "containers" in spec:
+            found.append((at, spec))
+        for key, item in value.items():
+            _templates(item, (*at, str(key)), found)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _templates(item, (*at, index), found)
