@@ -506,7 +506,10 @@ class Configuration(Strict):
 
 
 KINDS: dict[tuple[str, str], type[BaseModel]] = {}
-"""(api group, kind) -> model; versions are checked by :data:`VERSIONS`."""
+"""(api group, kind) -> model; versions are checked by :data:`VERSIONS`.
+
+:mod:`gpuq.api.machines` adds ``gpuq.dev`` NodePool and GPUModel and ``v1`` Node when imported
+(the loader imports it)."""
 VERSIONS: dict[str, tuple[str, ...]] = {
     KUEUE_GROUP: ("v1beta2", "v1beta1", "v1alpha1"),
     CONFIG_GROUP: ("v1beta2", "v1beta1"),
