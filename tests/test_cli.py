@@ -84,8 +84,11 @@ def test_admit_json_has_the_documented_shape() -> None:
     result = runner.invoke(app, ["admit", "-f", EXAMPLE, "-o", "json", "--now", NOW])
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
-    assert list(document) == ["cycles", "admitted", "preempted", "pending"]
+    assert list(document) == ["cycles", "admitted", "preempted", "pending", "unplaced"]
     ranker = document["admitted"]["recsys/pytorchjob-holiday-ranker-97845"]
+    assert {binding["node"] for binding in ranker["pods"].values()} <= {
+        f"{pool}-{i:02d}" for pool in ("a100-reserved", "h100-ondemand") for i in range(4)
+    }
     assert ranker["clusterQueue"] == "recsys"
     assert ranker["podSets"]["worker"] == {
         "count": 4,
@@ -179,3 +182,136 @@ def test_admit_output_matches_the_golden_file(files: list[str], golden: str) -> 
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == json.loads((GOLDEN / golden).read_text())
+
+
+# ---------------------------------------------------------------------------------------- nodes
+NODES = """\
+apiVersion: gpuq.dev/v1alpha1
+kind: NodePool
+metadata: {name: l4}
+spec:
+  machineType: g2-standard-24
+  count: 2
+  cpu: "24"
+  memory: 96Gi
+  gpu: {model: L4, count: 2}
+"""
+
+MIG_NODES = """\
+apiVersion: gpuq.dev/v1alpha1
+kind: NodePool
+metadata: {name: mig}
+spec:
+  machineType: a2-ultragpu-1g
+  count: 1
+  cpu: "12"
+  memory: 170Gi
+  gpu:
+    model: A100-80GB
+    count: 1
+    sharing: {strategy: mig-mixed, migLayout: [3g.40gb, 2g.20gb, 1g.10gb]}
+"""
+
+
+def _write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_admit_with_nodes_binds_pods_and_reports_unplaced(tmp_path: Path) -> None:
+    queue = _write(tmp_path, "queue.yaml", QUEUE + "---\n" + _job("three", 3))
+    nodes = _write(tmp_path, "nodes.yaml", NODES.replace("count: 2\n  cpu", "count: 1\n  cpu"))
+    result = runner.invoke(app, ["admit", "-f", queue, "--nodes", nodes, "-o", "json", "--now", NOW])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    (key,) = document["admitted"]
+    assert document["unplaced"] == {key: "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."}, (
+        "quota admits 3 GPUs; one 2-GPU node holds two pods of one GPU, not three"
+    )
+
+
+def _job(name: str, gpus: int) -> str:
+    return f"""\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  namespace: default
+  labels: {{kueue.x-k8s.io/queue-name: q}}
+spec:
+  parallelism: {gpus}
+  completions: {gpus}
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: trainer
+        resources: {{requests: {{nvidia.com/gpu: 1}}, limits: {{nvidia.com/gpu: 1}}}}
+"""
+
+
+def test_admit_with_nodes_binds_every_pod(tmp_path: Path) -> None:
+    files = [
+        _write(tmp_path, "queue.yaml", QUEUE + "---\n" + _job("two", 2)),
+        _write(tmp_path, "n.yaml", NODES),
+    ]
+    result = runner.invoke(app, ["admit", "-f", files[0], "-f", files[1], "-o", "json", "--now", NOW])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    (workload,) = document["admitted"].values()
+    assert sorted(workload["pods"]) == ["main-0", "main-1"]
+    assert {pod["node"] for pod in workload["pods"].values()} == {"l4-00"}, "binpack fills one node first"
+    assert document["unplaced"] == {}
+
+
+def test_get_nodes_lists_devices(tmp_path: Path) -> None:
+    files = [_write(tmp_path, "n.yaml", NODES), _write(tmp_path, "m.yaml", MIG_NODES)]
+    result = runner.invoke(app, ["get", "nodes", "-f", files[0], "-f", files[1], "-o", "json"])
+    assert result.exit_code == 0, result.output
+    rows = {row["name"]: row for row in json.loads(result.stdout)}
+    assert sorted(rows) == ["l4-00", "l4-01", "mig-00"]
+    assert rows["l4-00"]["devices"] == {"nvidia.com/gpu": {"allocatable": 2, "allocated": 0}}
+    assert rows["mig-00"]["devices"] == {
+        "nvidia.com/mig-1g.10gb": {"allocatable": 1, "allocated": 0},
+        "nvidia.com/mig-2g.20gb": {"allocatable": 1, "allocated": 0},
+        "nvidia.com/mig-3g.40gb": {"allocatable": 1, "allocated": 0},
+    }
+    table = runner.invoke(app, ["get", "nodes", "-f", files[0]])
+    assert table.exit_code == 0 and "l4-01" in table.stdout
+
+
+def test_describe_node_shows_gfd_labels_mig_slices_and_pods(tmp_path: Path) -> None:
+    path = _write(tmp_path, "m.yaml", MIG_NODES)
+    result = runner.invoke(app, ["describe", "node", "mig-00", "-f", path])
+    assert result.exit_code == 0, result.output
+    detail = yaml.safe_load(result.stdout)
+    assert detail["gfdLabels"]["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
+    assert detail["gfdLabels"]["nvidia.com/mig.strategy"] == "mixed"
+    assert detail["migLayout"][0] == {"gpu": 0, "slices": ["3g.40gb", "2g.20gb", "1g.10gb"]}
+
+
+def test_describe_node_after_admission_lists_bound_pods() -> None:
+    result = runner.invoke(app, ["describe", "node", "h100-spot-01", "-f", EXAMPLE, "--admit", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    detail = json.loads(result.stdout)
+    assert detail["boundPods"], "the example's spot node runs pods after admission"
+    assert all(pod["pod"].startswith("llm-finetune/") for pod in detail["boundPods"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["describe", "node", "nope"], "node 'nope' not found"),
+        (["get", "nodes"], "no nodes"),
+    ],
+    ids=["unknown node", "no nodes in the files"],
+)
+def test_node_commands_fail_clearly(tmp_path: Path, args: list[str], message: str) -> None:
+    files = (
+        [_write(tmp_path, "n.yaml", NODES)] if args[0] == "describe" else [_write(tmp_path, "q.yaml", QUEUE)]
+    )
+    result = runner.invoke(app, [*args, *(arg for f in files for arg in ("-f", f))])
+    assert result.exit_code == 1
+    assert message in result.stderr

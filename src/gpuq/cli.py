@@ -17,8 +17,11 @@ from gpuq import __version__
 from gpuq.api.diagnostics import Diagnostic
 from gpuq.api.loader import LoadResult, load
 from gpuq.api.quantity import format_amount
+from gpuq.commands.nodes import node_detail, nodes_document
 from gpuq.core.admission import Scheduler
 from gpuq.core.cycles import AdmitRun, run_cycles
+from gpuq.core.placement.engine import Placer, WorkloadPlacement
+from gpuq.core.placement.scoring import CHOOSERS
 from gpuq.core.state import ClusterState
 
 app = typer.Typer(
@@ -26,12 +29,25 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+get_app = typer.Typer(help="List objects of a snapshot (nodes).", no_args_is_help=True)
+describe_app = typer.Typer(help="Show one object of a snapshot in detail (node).", no_args_is_help=True)
+app.add_typer(get_app, name="get")
+app.add_typer(describe_app, name="describe")
 out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 FilesOption = Annotated[
     list[str],
     typer.Option("--filename", "-f", help="Manifest file, directory (recursive) or - for stdin; repeatable."),
+]
+
+
+NodesOption = Annotated[
+    list[str] | None,
+    typer.Option("--nodes", help="Files with NodePools or v1 Nodes (they may also sit among -f files)."),
+]
+PolicyOption = Annotated[
+    str, typer.Option("--policy", help=f"Placement scoring policy: {', '.join(sorted(CHOOSERS))}.")
 ]
 
 
@@ -79,6 +95,7 @@ def validate(files: FilesOption) -> None:
         f"valid: {len(config.cluster_queues)} ClusterQueue(s), {len(config.local_queues)} LocalQueue(s), "
         f"{len(config.flavors)} ResourceFlavor(s), {len(config.cohorts)} Cohort(s), "
         f"{len(result.workloads)} workload(s)"
+        + (f", {len(result.nodes)} node(s) in {len(result.node_pools)} NodePool(s)" if result.nodes else "")
         + (f", {len(result.warnings)} warning(s)" if result.warnings else ""),
         highlight=False,
     )
@@ -101,16 +118,16 @@ def admit(
             help="Scheduling time, seconds since the epoch (default: now, or later than every timestamp).",
         ),
     ] = None,
+    nodes: NodesOption = None,
+    policy: PolicyOption = "binpack",
 ) -> None:
-    """Run Kueue scheduling cycles on the snapshot the manifests describe and print the decisions."""
-    result = _load(files)
-    if result.errors:
-        _print_diagnostics(result.diagnostics)
-        raise typer.Exit(1)
-    assert result.config is not None
-    scheduler = Scheduler(result.config)
-    for workload in result.workloads:
-        scheduler.submit(workload)
+    """Run Kueue scheduling cycles on the snapshot the manifests describe and print the decisions.
+
+    With nodes (NodePools or Nodes, in the files or with --nodes), admitted pods are bound to
+    nodes too, and topology-aware pod sets are admitted only where a topology domain holds them.
+    """
+    result = _load_valid(files + (nodes or []))
+    scheduler = _scheduler(result, policy)
     run = run_cycles(scheduler, max_cycles=cycles, now=_snapshot_time(result) if now is None else now)
     if run.flapping_period is not None:
         err.print(
@@ -120,13 +137,115 @@ def admit(
             style="yellow",
             highlight=False,
         )
-    document = admit_document(run)
+    document = admit_document(run, scheduler)
+    if output != OutputFormat.TABLE:
+        _write(document, output)
+    else:
+        _print_admit_tables(run, scheduler)
+
+
+def _load_valid(files: list[str]) -> LoadResult:
+    """Load, or print every diagnostic and exit 1 when any is an error."""
+    result = _load(files)
+    if result.errors:
+        _print_diagnostics(result.diagnostics)
+        raise typer.Exit(1)
+    assert result.config is not None
+    return result
+
+
+def _scheduler(result: LoadResult, policy: str) -> Scheduler:
+    """A scheduler over the snapshot, with a placer when the snapshot has nodes."""
+    assert result.config is not None
+    config = result.config
+    placer = None
+    if result.nodes:
+        try:
+            placer = Placer(result.nodes, policy=policy, flavors=config.flavors, topologies=config.topologies)
+        except ValueError as error:
+            err.print(f"error: {error}", style="red", highlight=False)
+            raise typer.Exit(2) from error
+    scheduler = Scheduler(config, placer)
+    for workload in result.workloads:
+        scheduler.submit(workload)
+    return scheduler
+
+
+def _write(document: Any, output: OutputFormat) -> None:
     if output == OutputFormat.JSON:
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
-    elif output == OutputFormat.YAML:
-        sys.stdout.write(yaml.safe_dump(document, sort_keys=False))
     else:
-        _print_admit_tables(run, scheduler.state)
+        sys.stdout.write(yaml.safe_dump(document, sort_keys=False))
+
+
+def _placer_after(files: list[str], admit_first: bool, policy: str) -> Placer:
+    result = _load_valid(files)
+    if not result.nodes:
+        err.print("error: no nodes: give NodePools or v1 Nodes with -f", style="red", highlight=False)
+        raise typer.Exit(1)
+    scheduler = _scheduler(result, policy)
+    if admit_first:
+        run_cycles(scheduler, now=_snapshot_time(result))
+    assert scheduler.placer is not None
+    return scheduler.placer
+
+
+AdmitFirstOption = Annotated[
+    bool, typer.Option("--admit", help="Run the scheduling cycles first, then show the nodes.")
+]
+
+
+@get_app.command("nodes")
+def get_nodes(
+    files: FilesOption,
+    admit_first: AdmitFirstOption = False,
+    output: Annotated[OutputFormat, typer.Option("--output", "-o")] = OutputFormat.TABLE,
+    policy: PolicyOption = "binpack",
+) -> None:
+    """Nodes with their GPUs: allocatable, allocated and free devices, CPU and memory."""
+    document = nodes_document(_placer_after(files, admit_first, policy))
+    if output != OutputFormat.TABLE:
+        _write(document, output)
+        return
+    table = Table(title="Nodes", title_justify="left")
+    for column in (
+        "name",
+        "pool",
+        "gpu model",
+        "sharing",
+        "devices (allocated/allocatable)",
+        "cpu free",
+        "pods",
+    ):
+        table.add_column(column)
+    for row in document:
+        devices = ", ".join(
+            f"{name.removeprefix('nvidia.com/')} {d['allocated']}/{d['allocatable']}"
+            for name, d in row["devices"].items()
+        )
+        pool = row["pool"] + (f" ({row['capacityType']})" if row["capacityType"] else "")
+        table.add_row(
+            row["name"], pool, row["gpuModel"], row["sharing"], devices, row["cpu"]["free"], str(row["pods"])
+        )
+    out.print(table)
+
+
+@describe_app.command("node")
+def describe_node(
+    name: Annotated[str, typer.Argument(help="Node name.")],
+    files: FilesOption,
+    admit_first: AdmitFirstOption = False,
+    output: Annotated[OutputFormat, typer.Option("--output", "-o")] = OutputFormat.YAML,
+    policy: PolicyOption = "binpack",
+) -> None:
+    """One node: labels (GPU Feature Discovery's included), taints, resources, GPUs, MIG slices, pods."""
+    placer = _placer_after(files, admit_first, policy)
+    capacity = placer.nodes.get(name)
+    if capacity is None:
+        known = ", ".join(sorted(placer.nodes)[:10])
+        err.print(f"error: node {name!r} not found; nodes: {known}", style="red", highlight=False)
+        raise typer.Exit(1)
+    _write(node_detail(capacity), OutputFormat.JSON if output == OutputFormat.JSON else OutputFormat.YAML)
 
 
 def _snapshot_time(result: LoadResult) -> float:
@@ -138,8 +257,9 @@ def _snapshot_time(result: LoadResult) -> float:
     return max(time.time(), latest + 1.0)
 
 
-def admit_document(run: AdmitRun) -> dict[str, Any]:
-    """The JSON/YAML shape of ``gpuq admit``'s decisions."""
+def admit_document(run: AdmitRun, scheduler: Scheduler | None = None) -> dict[str, Any]:
+    """The JSON/YAML shape of ``gpuq admit``'s decisions; with nodes, each admitted pod's binding."""
+    placer = scheduler.placer if scheduler is not None else None
     admitted: dict[str, Any] = {}
     pending: dict[str, str] = {key: p.message for key, p in sorted(run.pending.items())}
     for key, decision in sorted(run.admitted.items()):
@@ -153,16 +273,33 @@ def admit_document(run: AdmitRun) -> dict[str, Any]:
                 for ps in decision.pod_sets
             },
         }
+        if placer is not None and (placement := placer.placements.get(key)) is not None:
+            admitted[key]["pods"] = _bindings_document(placement)
     preempted = {key: {"by": p.by, "reason": p.reason} for key, p in sorted(run.preempted.items())}
-    return {
+    document: dict[str, Any] = {
         "cycles": run.cycles,
         "admitted": admitted,
         "preempted": preempted,
         "pending": dict(sorted(pending.items())),
     }
+    if scheduler is not None and placer is not None:
+        document["unplaced"] = {key: f.message for key, f in sorted(scheduler.unplaced.items())}
+    return document
 
 
-def _print_admit_tables(run: AdmitRun, state: ClusterState) -> None:
+def _bindings_document(placement: WorkloadPlacement) -> dict[str, Any]:
+    pods: dict[str, Any] = {}
+    for pod_set in placement.pod_sets:
+        for binding in pod_set.bindings:
+            entry: dict[str, Any] = {"node": binding.node}
+            if binding.gpus:
+                entry["gpus"] = list(binding.gpus)
+            pods[binding.pod.rsplit("/", 1)[-1]] = entry
+    return pods
+
+
+def _print_admit_tables(run: AdmitRun, scheduler: Scheduler) -> None:
+    state = scheduler.state
     table = Table(title=f"Admitted ({run.cycles} scheduling cycle(s))", title_justify="left")
     for column in ("workload", "cluster queue", "pod sets", "flavors", "note"):
         table.add_column(column)
@@ -190,6 +327,31 @@ def _print_admit_tables(run: AdmitRun, state: ClusterState) -> None:
             waiting.add_row(key, why.cluster_queue or "-", why.message)
         out.print(waiting)
     out.print(_usage_table(state))
+    if scheduler.placer is not None:
+        _print_bindings(run, scheduler)
+
+
+def _print_bindings(run: AdmitRun, scheduler: Scheduler) -> None:
+    assert scheduler.placer is not None
+    table = Table(title="Pods bound to nodes", title_justify="left")
+    for column in ("workload", "pods", "nodes (pods, GPUs)"):
+        table.add_column(column, overflow="fold")
+    for key in sorted(run.admitted):
+        placement = scheduler.placer.placements.get(key)
+        if placement is None:
+            why = scheduler.unplaced.get(key)
+            table.add_row(key, "-", f"not bound: {why.message}" if why else "not bound")
+            continue
+        per_node: dict[str, list[int]] = {}
+        for binding in placement.bindings:
+            per_node.setdefault(binding.node, []).extend(binding.gpus)
+        counts = {n: sum(1 for b in placement.bindings if b.node == n) for n in per_node}
+        text = ", ".join(
+            f"{n} ({counts[n]}" + (f", GPU {','.join(map(str, sorted(g)))})" if g else ")")
+            for n, g in sorted(per_node.items())
+        )
+        table.add_row(key, str(len(placement.bindings)), text)
+    out.print(table)
 
 
 def _usage_table(state: ClusterState) -> Table:

@@ -6,7 +6,9 @@ labels, GPU model and sharing) form a class, filtered once per pod set.
 Within a class, nodes are bucketed by the GPU part of their free state
 (:meth:`NodeCapacity.signature`); buckets are kept sorted by free GPU
 capacity, so binpack reads the fullest bucket that fits first and spread
-the emptiest. A change to one node moves it between two buckets.
+the emptiest. A change to one node moves it between two buckets. Inside a
+bucket nodes are kept in name order, so the choice between equals never
+depends on the order of earlier binds and releases.
 """
 
 from __future__ import annotations
@@ -28,19 +30,19 @@ class NodeClass:
     id: int
     sample: Node
     size: int = 0
-    buckets: dict[BucketKey, dict[str, None]] = field(default_factory=dict)
+    buckets: dict[BucketKey, list[str]] = field(default_factory=dict)  # node names, sorted
     order: list[BucketKey] = field(default_factory=list)  # ascending free GPU capacity
 
     def add(self, name: str, key: BucketKey) -> None:
         bucket = self.buckets.get(key)
         if bucket is None:
-            bucket = self.buckets[key] = {}
+            bucket = self.buckets[key] = []
             bisect.insort(self.order, key)
-        bucket[name] = None
+        bisect.insort(bucket, name)
 
     def remove(self, name: str, key: BucketKey) -> None:
         bucket = self.buckets[key]
-        del bucket[name]
+        del bucket[bisect.bisect_left(bucket, name)]
         if not bucket:
             del self.buckets[key]
             del self.order[bisect.bisect_left(self.order, key)]
@@ -114,9 +116,7 @@ class CapacityIndex:
             node_class.add(name, new)
             self._keys[name] = new
 
-    def buckets(
-        self, node_class: NodeClass, demand: GPUDemand, descending: bool
-    ) -> Iterator[dict[str, None]]:
+    def buckets(self, node_class: NodeClass, demand: GPUDemand, descending: bool) -> Iterator[list[str]]:
         """The class's buckets that may hold ``demand``, emptiest-first when ``descending``."""
         sample = (
             self.capacity[next(iter(node_class.buckets[node_class.order[0]]))] if node_class.order else None
