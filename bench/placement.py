@@ -33,10 +33,17 @@ _SRC = Path(__file__).resolve().parent.parent / "src"
 if str(_SRC) not in sys.path:  # runnable without an editable install
     sys.path.insert(0, str(_SRC))
 
-from gpuq.core.model import PodSet, ResourceFlavor, TopologyMode, TopologyRequest, Workload  # noqa: E402
+from gpuq.core.model import (  # noqa: E402
+    PodSet,
+    PodSetAssignment,
+    ResourceFlavor,
+    TopologyMode,
+    TopologyRequest,
+    Workload,
+)
 from gpuq.core.nodes import GPUSharing, Node, SharingMode  # noqa: E402
 from gpuq.core.placement.engine import PlacementFailure, Placer  # noqa: E402
-from gpuq.core.placement.scoring import CHOOSERS  # noqa: E402
+from gpuq.core.placement.scoring import CHOOSERS, inputs_for  # noqa: E402
 
 GI = 1 << 30
 BLOCK = "cloud.google.com/gce-topology-block"
@@ -102,10 +109,14 @@ def workloads(pods: int, seed: int) -> list[Workload]:
 def run(policy: str, nodes: int, pods: int, seed: int) -> dict[str, Any]:
     """Place every workload once; report throughput and allocation."""
     node_list = cluster(nodes)
-    placer = Placer(node_list, policy=policy, flavors={"h100": FLAVOR}, topologies={"default": LEVELS})
-    from gpuq.core.model import PodSetAssignment
-
     batch = workloads(pods, seed)
+    placer = Placer(
+        node_list,
+        policy=policy,
+        policy_inputs=inputs_for(batch, seed),
+        flavors={"h100": FLAVOR},
+        topologies={"default": LEVELS},
+    )
     total_milli = 8000 * nodes
     first_gang_failure: float | None = None
     placed_pods = failed_pods = 0

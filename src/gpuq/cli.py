@@ -21,7 +21,7 @@ from gpuq.commands.nodes import node_detail, nodes_document
 from gpuq.core.admission import Scheduler
 from gpuq.core.cycles import AdmitRun, run_cycles
 from gpuq.core.placement.engine import Placer, WorkloadPlacement
-from gpuq.core.placement.scoring import CHOOSERS
+from gpuq.core.placement.scoring import CHOOSERS, inputs_for
 from gpuq.core.state import ClusterState
 
 app = typer.Typer(
@@ -161,7 +161,13 @@ def _scheduler(result: LoadResult, policy: str) -> Scheduler:
     placer = None
     if result.nodes:
         try:
-            placer = Placer(result.nodes, policy=policy, flavors=config.flavors, topologies=config.topologies)
+            placer = Placer(
+                result.nodes,
+                policy=policy,
+                policy_inputs=inputs_for(result.workloads),
+                flavors=config.flavors,
+                topologies=config.topologies,
+            )
         except ValueError as error:
             err.print(f"error: {error}", style="red", highlight=False)
             raise typer.Exit(2) from error

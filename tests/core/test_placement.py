@@ -379,3 +379,47 @@ def test_topology_gang_with_fractional_pods_packs_within_a_host() -> None:
     )
     pod_sets = [PodSetAssignment("main", {"gpuq.dev/gpu-milli": "tas"}, {"gpuq.dev/gpu-milli": 1000}, 4)]
     assert len(set(nodes_of(placer.place(wl, pod_sets)))) == 1
+
+
+# ------------------------------------------------------------------------- scored policies
+SCORED = ["random", "dotprod", "gpu-clustering", "gpu-packing", "bestfit", "fgd"]
+
+
+@pytest.mark.parametrize("policy", SCORED)
+def test_paper_policies_place_through_the_engine(policy: str) -> None:
+    from gpuq.core.placement.scoring import inputs_for
+
+    batch = [workload(f"s{i}", requests=share(500)) for i in range(4)] + [workload("w", 2)]
+    placer = Placer(
+        [node("a", 2, sharing=FRACTIONAL), node("b", 2, sharing=FRACTIONAL)],
+        policy=policy,
+        policy_inputs=inputs_for(batch, seed=7),
+    )
+    results = [placer.place(w) for w in batch[:4]]
+    assert all(isinstance(r, WorkloadPlacement) for r in results)
+    free = sorted(c.gpu_free_milli() for c in placer.nodes.values())
+    assert sum(free) == 4000 - 2000
+    whole = placer.place(batch[4])
+    # two shares per GPU; the 2-GPU pod fits only where a node kept both GPUs idle
+    assert isinstance(whole, WorkloadPlacement) == (free == [0, 2000])
+
+
+def test_gpu_packing_keeps_idle_gpus_whole() -> None:
+    placer = Placer([node("a", 2, sharing=FRACTIONAL)], policy="gpu-packing")
+    first = placer.place(workload("s1", requests=share(300)))
+    second = placer.place(workload("s2", requests=share(300)))
+    assert isinstance(first, WorkloadPlacement) and isinstance(second, WorkloadPlacement)
+    assert first.bindings[0].gpus == second.bindings[0].gpus, "the second share joins the used GPU"
+
+
+def test_random_policy_is_reproducible_with_its_seed() -> None:
+    from gpuq.core.placement.scoring import inputs_for
+
+    def run(seed: int) -> list[str]:
+        placer = Placer(
+            [node(f"n{i}", 8) for i in range(6)], policy="random", policy_inputs=inputs_for([], seed)
+        )
+        return [nodes_of(placer.place(workload(f"w{i}")))[0] for i in range(12)]
+
+    assert run(3) == run(3)
+    assert len(set(run(3))) > 1

@@ -146,9 +146,13 @@ class NodeCapacity:
         whole = sum(1 for milli in self.gpu_milli if milli == 1000)
         return min(count, whole // demand.count)
 
-    def take(self, pod: str, shape: PodShape) -> tuple[int, ...]:
-        """Bind one pod; the caller has checked :meth:`shortage`. Returns its GPU indices."""
-        gpus = self.pick_gpus(shape.gpu)
+    def take(self, pod: str, shape: PodShape, gpus: tuple[int, ...] | None = None) -> tuple[int, ...]:
+        """Bind one pod; the caller has checked :meth:`shortage`. Returns its GPU indices.
+
+        ``gpus`` overrides the node's own choice (a policy's); it must hold the demand.
+        """
+        if gpus is None or not self._can_hold(gpus, shape):
+            gpus = self.pick_gpus(shape.gpu)
         for name, amount in shape.counted.items():
             self.free[name] = self.free.get(name, 0) - amount
         if self.per_device:
@@ -161,6 +165,17 @@ class NodeCapacity:
             self.free[GPU] = self.free.get(GPU, 0) - shape.gpu.count
         self.bound[pod] = (shape, gpus)
         return gpus
+
+    def _can_hold(self, gpus: tuple[int, ...], shape: PodShape) -> bool:
+        demand = shape.gpu
+        if not self.per_device or len(set(gpus)) != demand.count:
+            return False
+        return all(
+            0 <= i < len(self.gpu_milli)
+            and self.gpu_milli[i] >= demand.milli
+            and (not demand.fractional or self.gpu_memory[i] >= demand.memory_mib)
+            for i in gpus
+        )
 
     def give(self, pod: str) -> None:
         """Unbind one pod and return what it held."""

@@ -19,6 +19,7 @@ from gpuq.core.nodes import Node
 from gpuq.core.placement.capacity import NodeCapacity, PodShape, pod_shape
 from gpuq.core.placement.filters import NodeRequirements, requirements_for, selector_matches, static_rejection
 from gpuq.core.placement.index import CapacityIndex, NodeClass
+from gpuq.core.placement.policies import PolicyInputs
 from gpuq.core.placement.scoring import Chooser, chooser_for
 from gpuq.core.topology import TopologyAssignment, TopologyFailure, assign
 
@@ -74,6 +75,7 @@ class Placer:
         nodes: Iterable[Node],
         *,
         policy: str | Chooser = "binpack",
+        policy_inputs: PolicyInputs | None = None,
         flavors: Mapping[str, ResourceFlavor] | None = None,
         topologies: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
@@ -81,7 +83,7 @@ class Placer:
         self.topologies = dict(topologies or {})
         varying = {level for levels in self.topologies.values() for level in levels}
         self.index = CapacityIndex(nodes, varying)
-        self.chooser = chooser_for(policy) if isinstance(policy, str) else policy
+        self.chooser = chooser_for(policy, policy_inputs) if isinstance(policy, str) else policy
         self.placements: dict[str, WorkloadPlacement] = {}
         self._classes: dict[tuple[object, ...], list[NodeClass]] = {}
         self._topology_positions: dict[tuple[str, ...], dict[str, tuple[str, ...]]] = {}
@@ -202,7 +204,8 @@ class Placer:
         )
 
     def _bind(self, pod: str, node: str, shape: PodShape) -> PodBinding:
-        gpus = self.index.capacity[node].take(pod, shape)
+        capacity = self.index.capacity[node]
+        gpus = capacity.take(pod, shape, self.chooser.pick_gpus(capacity, shape))
         self.index.refresh(node)
         return PodBinding(pod, node, gpus)
 
