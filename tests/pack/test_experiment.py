@@ -33,6 +33,7 @@ TUNE_CASES = [
     ("a target between two pods stops below it", [(1, 1000)] * 4, 1.25, 12, 12_000),
     ("a multi-GPU copy is checked by its per-GPU milli and may overshoot", [(2, 1000)], 1.3, 7, 14_000),
     ("above the target pods are removed until it is met", [(1, 1000)] * 20, 0.5, 5, 5_000),
+    ("removal may stop below the target and appends nothing", [(3, 1000)] * 10, 0.5, 1, 3_000),
     ("tune 0 keeps the list", [(1, 1000)] * 20, 0.0, 20, 20_000),
 ]
 

@@ -23,9 +23,9 @@ and random tie-breaks differ from upstream's seed for seed; distributions
 over seeds are what compare.
 
 Scoring every node for every pod (12.8 M calls at 130 % of openb) is too slow
-in Python. Instead each distinct pod shape keeps a table of every node's rank,
-bucketed by rank; a table is refreshed lazily, re-ranking only the nodes that
-changed since that shape last arrived (a change log). Cluster fragmentation
+in Python. Instead each distinct pod shape keeps a table of every node's score
+key, bucketed by key; a table is refreshed lazily, re-scoring only the nodes
+that changed since that shape last arrived (a change log). Cluster fragmentation
 is kept up to date incrementally, one node per placement.
 """
 
@@ -55,7 +55,7 @@ from gpuq.core.placement.policies import (
 from gpuq.pack.openb import OpenbNode, OpenbPod
 
 MIB = 1 << 20
-Rank = tuple[float, float]  # (-score, -tie_score): smaller is better
+ScoreKey = tuple[float, float]  # (-score, -tie_score): smaller is better
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +123,10 @@ def arrival_order(
         return order
     if total == 0:
         raise ValueError("the pod list requests no GPU: nothing to tune")
-    while float(total) > target and order:
-        total -= order.pop(rng.randrange(len(order))).gpu_total_milli
+    if float(total) > target:
+        while float(total) > target and order:
+            total -= order.pop(rng.randrange(len(order))).gpu_total_milli
+        return order
     copies = 0
     while float(total) < target:
         pick = original[rng.randrange(len(original))]
@@ -175,21 +177,21 @@ def _node_ranks(nodes: Sequence[OpenbNode], policy: PlacementPolicy, rng: random
 
 
 class _ShapeTable:
-    """Every node's rank for one pod shape, nodes bucketed by rank (None: does not fit)."""
+    """Every node's score key for one pod shape, nodes bucketed by key (None: does not fit)."""
 
-    __slots__ = ("buckets", "heap", "pod", "ranks", "seen", "slot")
+    __slots__ = ("buckets", "heap", "keys", "pod", "seen", "slot")
 
     def __init__(self, pod: PodView, size: int) -> None:
         self.pod = pod
-        self.ranks: list[Rank | None] = [None] * size
+        self.keys: list[ScoreKey | None] = [None] * size
         self.slot = [0] * size  # position of each node in its bucket's list
-        self.buckets: dict[Rank, list[int]] = {}
-        self.heap: list[Rank] = []  # bucket ranks; stale entries are skipped when read
+        self.buckets: dict[ScoreKey, list[int]] = {}
+        self.heap: list[ScoreKey] = []  # bucket keys; stale entries are skipped when read
         self.seen = 0  # change-log entries already applied
 
-    def move(self, node: int, rank: Rank | None) -> None:
-        old = self.ranks[node]
-        if old == rank:
+    def move(self, node: int, key: ScoreKey | None) -> None:
+        old = self.keys[node]
+        if old == key:
             return
         if old is not None:
             leaving = self.buckets[old]
@@ -199,17 +201,17 @@ class _ShapeTable:
                 self.slot[last] = self.slot[node]
             if not leaving:
                 del self.buckets[old]
-        if rank is not None:
-            joining = self.buckets.get(rank)
+        if key is not None:
+            joining = self.buckets.get(key)
             if joining is None:
-                joining = self.buckets[rank] = []
-                heapq.heappush(self.heap, rank)
+                joining = self.buckets[key] = []
+                heapq.heappush(self.heap, key)
             self.slot[node] = len(joining)
             joining.append(node)
-        self.ranks[node] = rank
+        self.keys[node] = key
 
     def best(self) -> list[int] | None:
-        """The nodes of the best rank, None when no node fits."""
+        """The nodes of the best key, None when no node fits."""
         heap, buckets = self.heap, self.buckets
         while heap and heap[0] not in buckets:
             heapq.heappop(heap)
@@ -262,7 +264,7 @@ class PackingState:
         return True
 
     def _table(self, pod: PodView) -> _ShapeTable:
-        """The shape's table, re-ranking the nodes changed since it was last read."""
+        """The shape's table, re-scoring the nodes changed since it was last read."""
         table = self.tables.get(pod)
         if table is None:
             table = self.tables[pod] = _ShapeTable(pod, len(self.views))

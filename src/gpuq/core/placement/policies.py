@@ -31,16 +31,10 @@ from types import MappingProxyType
 from typing import Protocol
 
 from gpuq.core.nodes import GPUDemand
-from gpuq.core.placement.fragmentation import (
-    FULL_GPU_MILLI,
-    FragmentationMeter,
-    NodeView,
-    PodView,
-    TypicalTask,
-    model_allowed,
-)
-
-__all__ = ["FULL_GPU_MILLI", "NodeView", "PodView"]  # re-exported: the views policies read
+from gpuq.core.placement.fragmentation import FULL_GPU_MILLI as FULL_GPU_MILLI
+from gpuq.core.placement.fragmentation import FragmentationMeter, TypicalTask, model_allowed
+from gpuq.core.placement.fragmentation import NodeView as NodeView  # re-exported: the views policies read
+from gpuq.core.placement.fragmentation import PodView as PodView
 
 MAX_SCORE = 100
 MAX_SPEC_CPU_MILLI = 128_000
