@@ -315,3 +315,19 @@ def test_node_commands_fail_clearly(tmp_path: Path, args: list[str], message: st
     result = runner.invoke(app, [*args, *(arg for f in files for arg in ("-f", f))])
     assert result.exit_code == 1
     assert message in result.stderr
+
+
+def test_pack_is_a_gpuq_command(tmp_path: Path) -> None:
+    nodes = _write(tmp_path, "nodes.csv", "sn,cpu_milli,memory_mib,gpu,model\nn1,96000,393216,2,T4\n")
+    pods = _write(
+        tmp_path,
+        "pods.csv",
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
+        "scheduled_time\np1,4000,1024,1,500,,LS,Running,0,10,1\np2,4000,1024,1,1000,,LS,Running,0,10,1\n",
+    )
+    args = ["pack", "--nodes", nodes, "--pods", pods, "--policy", "fgd", "--tune", "1.0", "-o", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["policy"] == "fgd" and document["total_gpus"] == 2
+    assert document["points"][0]["arrived_pct"] == 0
