@@ -129,3 +129,27 @@ def test_eviction_releases_the_nodes() -> None:
     run_cycles(s)
     s.evict("team/g")
     assert s.placer is not None and s.placer.placements == {}
+
+
+def test_nodes_freed_by_another_cohort_wake_a_topology_blocked_queue() -> None:
+    flavor = TAS
+    cfg = config(flavor, 64)
+    other = ClusterQueue(
+        "other",
+        (ResourceGroup((GPU,), (FlavorQuotas(flavor.name, {GPU: ResourceQuota(64)}),)),),
+        namespace_selector=LabelSelector(),
+    )
+    cfg = ClusterConfig(
+        flavors=cfg.flavors,
+        cluster_queues={"cq": cfg.cluster_queues["cq"], "other": other},
+        local_queues={**cfg.local_queues, ("ops", "q"): LocalQueue("ops", "q", "other")},
+        topologies=cfg.topologies,
+    )
+    s = Scheduler(cfg, Placer(racks(), flavors=cfg.flavors, topologies=cfg.topologies))
+    for rack in ("r1", "r2"):
+        s.submit(Workload("ops", f"hog-{rack}", "q", (PodSet("main", 2, {GPU: 8}, topology=REQUIRED_RACK),)))
+    run_cycles(s)
+    s.submit(gang("wants-a-rack", 2, 10, REQUIRED_RACK))
+    assert "team/wants-a-rack" in run_cycles(s).pending
+    s.finish("ops/hog-r1")  # another ClusterQueue, no cohort: only the nodes connect them
+    assert "team/wants-a-rack" in run_cycles(s).admitted

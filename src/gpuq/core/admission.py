@@ -59,6 +59,7 @@ class Scheduler:
         self.placer = placer  # binds admitted pods to nodes; TAS pod sets must place to be admitted
         self.unplaced: dict[str, PlacementFailure] = {}  # admitted, pods waiting for room on a node
         self._assumed: list[str] = []  # placements assumed during the cycle being planned
+        self._topology_blocked: set[str] = set()  # queues with a head that no topology domain held
         self.state = ClusterState(config)
         self.queues = {
             name: ClusterQueueQueue(name, cq.queueing_strategy)
@@ -249,6 +250,7 @@ class Scheduler:
             return
         if not entry.targets and (why := self._assume_placement(entry, assignment)):
             entry.requeue = RequeueReason.NO_FIT
+            self._topology_blocked.add(entry.cluster_queue)
             pending.append(self._pending(entry, why))
             return
         for target in entry.targets:
@@ -350,6 +352,9 @@ class Scheduler:
             return
         self.placer.release(key)
         self.unplaced.pop(key, None)
+        for cq_name in sorted(self._topology_blocked):  # nodes are shared beyond one cohort tree
+            self.queues[cq_name].requeue_inadmissible()
+        self._topology_blocked.clear()
         for waiting in list(self.unplaced):
             admitted = self.state.admitted.get(waiting)
             if admitted is not None and admitted.workload.admission is not None:
