@@ -331,3 +331,15 @@ def test_pack_is_a_gpuq_command(tmp_path: Path) -> None:
     document = json.loads(result.stdout)
     assert document["policy"] == "fgd" and document["total_gpus"] == 2
     assert document["points"][0]["arrived_pct"] == 0
+
+
+def test_validate_warns_about_a_pod_larger_than_every_node(tmp_path: Path) -> None:
+    huge = _job("huge", 1).replace("nvidia.com/gpu: 1}", "nvidia.com/gpu: 16}")
+    path = _write(tmp_path, "all.yaml", QUEUE.replace("nominalQuota: 4", "nominalQuota: 64") + "---\n" + huge)
+    nodes = _write(tmp_path, "nodes.yaml", NODES)
+    result = runner.invoke(app, ["validate", "-f", path, "-f", nodes])
+    assert result.exit_code == 0, result.output
+    assert "no node can hold one pod of pod set 'main' even when empty (Insufficient nvidia.com/gpu)" in (
+        result.stderr
+    )
+    assert "Job/huge" in result.stderr

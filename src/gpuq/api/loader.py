@@ -112,6 +112,7 @@ def load(paths: Sequence[str], stdin: TextIO | None = None) -> LoadResult:
     found = nodes_convert.convert_machines(manifests)
     diagnostics += references.validate_capacity(manifests, config, workloads)
     diagnostics += machine_checks.placement_warnings(manifests, config, found.nodes)
+    diagnostics += machine_checks.oversized_pods(manifests, workloads, found.nodes)
     if any(d.severity == "error" for d in diagnostics):
         return LoadResult(None, (), sort_diagnostics(diagnostics), tuple(manifests))
     return LoadResult(

@@ -22,8 +22,9 @@ from gpuq.api.names import Findings, label_problems, label_value_problem, qualif
 from gpuq.core.devices import gfd_labels, sharing_problems
 from gpuq.core.gpus import BUILTIN_MODELS, GPUCatalogue
 from gpuq.core.mig import MIG_TABLES
-from gpuq.core.model import ClusterConfig
+from gpuq.core.model import ClusterConfig, Workload
 from gpuq.core.nodes import Node
+from gpuq.core.placement.capacity import NodeCapacity, pod_shape
 
 MAX_NODES_PER_POOL = 10_000
 MAX_GPUS_PER_NODE = 16
@@ -344,3 +345,40 @@ def _missing_levels(topology: Manifest, flavor: str, nodes: Sequence[Node]) -> I
             example = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
             message = f"nodes of flavor {flavor!r} do not carry label {level.node_label!r} ({example})"
             yield topology.diagnostic(("spec", "levels", index, "nodeLabel"), message, "warning")
+
+
+def oversized_pods(
+    manifests: Sequence[Manifest], workloads: Sequence[Workload], nodes: Sequence[Node]
+) -> list[Diagnostic]:
+    """Warn about pod sets whose single pod no node could hold even empty (when nodes exist).
+
+    Selectors and flavors are not considered: this catches requests larger than every machine,
+    which the admission engine would admit on quota and the pods would then wait for ever.
+    """
+    if not nodes:
+        return []
+    machines_by_shape = {
+        (tuple(sorted(n.allocatable.items())), n.sharing, n.gpu_count, n.gpu_memory_mib): n for n in nodes
+    }
+    empty = [NodeCapacity(node) for node in machines_by_shape.values()]
+    by_key = {
+        (m.model.metadata.namespace or "default", m.model.metadata.name): m
+        for m in manifests
+        if isinstance(m.model, kueue.Workload)
+    }
+    out: list[Diagnostic] = []
+    for workload in workloads:
+        manifest = by_key.get((workload.namespace, workload.name))
+        if manifest is None:
+            continue
+        for index, pod_set in enumerate(workload.pod_sets):
+            shape = pod_shape(pod_set.requests)
+            reasons = [capacity.shortage(shape) for capacity in empty]
+            if all(reasons):
+                why = sorted({r for r in reasons if r})
+                message = (
+                    f"no node can hold one pod of pod set {pod_set.name!r} even when empty "
+                    f"({'; '.join(why)}): it would be admitted on quota and never start"
+                )
+                out.append(manifest.diagnostic(("spec", "podSets", index), message, "warning"))
+    return out
