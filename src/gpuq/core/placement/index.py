@@ -30,6 +30,7 @@ class NodeClass:
     id: int
     sample: Node
     size: int = 0
+    members: list[str] = field(default_factory=list)  # every node of the class, in name order
     buckets: dict[BucketKey, list[str]] = field(default_factory=dict)  # node names, sorted
     order: list[BucketKey] = field(default_factory=list)  # ascending free GPU capacity
 
@@ -90,6 +91,7 @@ class CapacityIndex:
             self.capacity[node.name] = capacity
             self.class_of[node.name] = node_class
             node_class.size += 1
+            node_class.members.append(node.name)
             key = self._keys[node.name] = bucket_key(capacity)
             node_class.add(node.name, key)
 

@@ -108,6 +108,9 @@ def pod_view(shape: PodShape) -> PodView:
     return PodView(shape.counted.get("cpu", 0), shape.counted.get("memory", 0), shape.gpu)
 
 
+SAMPLES = 32
+
+
 class ScoredBuckets:
     """A :class:`PlacementPolicy` evaluated on one fitting representative per bucket.
 
@@ -124,6 +127,8 @@ class ScoredBuckets:
     def choose(
         self, index: CapacityIndex, classes: Sequence[NodeClass], shape: PodShape, admissible: Admissible
     ) -> str | None:
+        if self.policy.tie_break is TieBreak.UNIFORM and (drawn := self._sample(index, classes, admissible)):
+            return drawn
         pod = pod_view(shape)
         best: list[tuple[int, str, list[str]]] = []
         best_key: tuple[float, float] | None = None
@@ -143,6 +148,24 @@ class ScoredBuckets:
         if self.policy.tie_break is TieBreak.UNIFORM:
             return self._draw(index, best, admissible)
         return min(best)[1]
+
+    def _sample(
+        self, index: CapacityIndex, classes: Sequence[NodeClass], admissible: Admissible
+    ) -> str | None:
+        """Rejection sampling: a uniformly random node of the matching classes, kept if it fits.
+
+        Uniform over the fitting nodes whenever it succeeds; after ``SAMPLES`` misses (a
+        nearly full cluster) the caller falls back to walking the buckets.
+        """
+        sizes = [c.size for c in classes]
+        if not classes or not sum(sizes):
+            return None
+        for _ in range(SAMPLES):
+            node_class = self.rng.choices(classes, weights=sizes)[0]
+            name = node_class.members[self.rng.randrange(node_class.size)]
+            if admissible(index.capacity[name]):
+                return name
+        return None
 
     def _draw(
         self, index: CapacityIndex, best: list[tuple[int, str, list[str]]], admissible: Admissible
