@@ -321,6 +321,7 @@ items:
       nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3
       nvidia.com/gpu.count: "8"
       cloud.google.com/gke-spot: "true"
+      cloud.google.com/gke-nodepool: a3-pool
   spec:
     podCIDR: 10.4.1.0/24
     podCIDRs: [10.4.1.0/24]
@@ -375,6 +376,7 @@ def test_kubectl_nodes_load_without_warnings(tmp_path: Path) -> None:
     )
     assert dict(first.allocatable)["cpu"] == 207830 and dict(second.allocatable)["memory"] == 1800 * GI
     assert (second.gpu_count, second.unschedulable) == (8, True)
+    assert (first.pool, second.pool) == ("a3-pool", None), "the GKE node pool label names the pool"
     assert (cpu.gpu_model, cpu.gpu_count, cpu.unschedulable) == (None, 0, True)
 
 

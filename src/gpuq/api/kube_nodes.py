@@ -43,6 +43,15 @@ REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 SHARING_LABEL = "nvidia.com/gpu.sharing-strategy"
 _MIG_MARKER = "-MIG-"
 
+POOL_LABELS = (
+    POOL_LABEL,
+    "cloud.google.com/gke-nodepool",
+    "karpenter.sh/nodepool",
+    "eks.amazonaws.com/nodegroup",
+    "kubernetes.azure.com/agentpool",
+)
+"""Node labels naming the node's pool: gpuq's own, then GKE, Karpenter, EKS and AKS."""
+
 
 def base_product(product: str) -> str:
     """GFD's product label without the suffixes sharing adds (``-SHARED``, ``-MIG-<profile>``)."""
@@ -74,7 +83,7 @@ def node_from_v1(node: machines.Node, catalogue: GPUCatalogue) -> Node:
         gpu_count=gpu_count,
         gpu_memory_mib=memory or 0,
         sharing=sharing,
-        pool=labels.get(POOL_LABEL),
+        pool=next((labels[key] for key in POOL_LABELS if key in labels), None),
         capacity_type=_capacity_type(labels),
         unschedulable=node.spec.unschedulable or not node.ready(),
     )
