@@ -11,6 +11,7 @@ from gpuq.core.model import (
     LabelSelector,
     LocalQueue,
     PodSet,
+    PodSetAssignment,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
@@ -153,3 +154,103 @@ def test_nodes_freed_by_another_cohort_wake_a_topology_blocked_queue() -> None:
     assert "team/wants-a-rack" in run_cycles(s).pending
     s.finish("ops/hog-r1")  # another ClusterQueue, no cohort: only the nodes connect them
     assert "team/wants-a-rack" in run_cycles(s).admitted
+
+
+# ------------------------------------------------------------------ preemption for topology (§11.8)
+def preempting_scheduler(nodes: list[Node]) -> Scheduler:
+    from gpuq.core.model import Preemption, PreemptionPolicy
+
+    cfg = config(TAS, 64)
+    cq = cfg.cluster_queues["cq"]
+    cq = ClusterQueue(
+        cq.name,
+        cq.resource_groups,
+        namespace_selector=cq.namespace_selector,
+        preemption=Preemption(within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY),
+    )
+    cfg = ClusterConfig(
+        flavors=cfg.flavors,
+        cluster_queues={"cq": cq},
+        local_queues=cfg.local_queues,
+        topologies=cfg.topologies,
+    )
+    return Scheduler(cfg, Placer(nodes, flavors=cfg.flavors, topologies=cfg.topologies))
+
+
+def pinned(name: str, host: str, priority: int, created: float) -> Workload:
+    pod = PodSet("main", 1, {GPU: 8}, node_selector={"kubernetes.io/hostname": host})
+    return Workload("team", name, "q", (pod,), priority=priority, creation_time=created)
+
+
+def high(name: str, pods: int) -> Workload:
+    return Workload(
+        "team",
+        name,
+        "q",
+        (PodSet("main", pods, {GPU: 8}, topology=REQUIRED_RACK),),
+        priority=100,
+        creation_time=50,
+    )
+
+
+def test_a_gang_that_fits_the_quota_but_no_rack_preempts_one_rack_free() -> None:
+    s = preempting_scheduler(racks())
+    s.submit(pinned("low-r1", "r1-h0", 0, 1))
+    run_cycles(s, now=1)
+    s.submit(pinned("low-r2", "r2-h0", 0, 2))
+    run_cycles(s, now=2)
+    s.submit(high("urgent", 2))
+    result, entries = s.plan_cycle(now=3)
+    assert [p.workload for p in result.preempted] == ["team/low-r2"], "one victim frees a rack: the newest"
+    assert result.admitted == ()
+    s.apply(result, entries)
+    for eviction in result.preempted:
+        s.evict(eviction.workload)
+    run = run_cycles(s)
+    assert "team/urgent" in run.admitted
+    placer = s.placer
+    assert placer is not None
+    assert {placer.nodes[b.node].node.labels["rack"] for b in placer.placements["team/urgent"].bindings} == {
+        "r2"
+    }
+
+
+def test_no_preemption_when_no_rack_could_ever_hold_the_gang() -> None:
+    s = preempting_scheduler(racks())
+    s.submit(pinned("low-r1", "r1-h0", 0, 1))
+    run_cycles(s)
+    s.submit(high("too-big", 3))
+    result, _ = s.plan_cycle()
+    assert result.preempted == ()
+    (waiting,) = result.pending
+    assert "only 2 out of 3" in waiting.message
+
+
+def test_equal_priority_workloads_are_not_preempted_for_topology() -> None:
+    s = preempting_scheduler(racks())
+    s.submit(pinned("peer-r1", "r1-h0", 100, 1))
+    s.submit(pinned("peer-r2", "r2-h0", 100, 2))
+    run_cycles(s)
+    s.submit(high("urgent", 2))
+    run = run_cycles(s)
+    assert run.preempted == {}
+    assert "team/urgent" in run.pending
+
+
+def test_what_if_questions_leave_the_placer_unchanged() -> None:
+    from gpuq.core.placement.whatif import TopologyWhatIf
+
+    s = preempting_scheduler(racks())
+    s.submit(pinned("low-r1", "r1-h0", 0, 1))
+    s.submit(pinned("low-r2", "r2-h0", 0, 2))
+    run_cycles(s)
+    placer = s.placer
+    assert placer is not None
+    before = {key: p for key, p in placer.placements.items()}
+    free = {name: (c.gpu_free_milli(), dict(c.free)) for name, c in placer.nodes.items()}
+    oracle = TopologyWhatIf(placer)
+    admitted = [PodSetAssignment("main", {GPU: "tas"}, {GPU: 16}, 2)]
+    assert oracle.topology_failure(high("urgent", 2), admitted) is not None
+    assert oracle.topology_failure(high("urgent", 2), admitted, {"team/low-r1"}) is None
+    assert placer.placements == before
+    assert {name: (c.gpu_free_milli(), dict(c.free)) for name, c in placer.nodes.items()} == free

@@ -39,6 +39,7 @@ from gpuq.core.model import (
 )
 from gpuq.core.nomination import Entry, nominate, preemption_targets_for
 from gpuq.core.placement.engine import PlacementFailure, Placer, WorkloadPlacement
+from gpuq.core.placement.whatif import TopologyWhatIf
 from gpuq.core.queues import ClusterQueueQueue, RequeueReason
 from gpuq.core.quota import FlavorResource, available
 from gpuq.core.state import AdmittedWorkload, ClusterState, admission_usage
@@ -181,8 +182,9 @@ class Scheduler:
     def plan_cycle(self, now: float = 0.0) -> tuple[CycleResult, list[Entry]]:
         """One scheduling cycle; the state is unchanged when this returns."""
         entries = self.heads(now)
+        oracle = TopologyWhatIf(self.placer) if self.placer is not None else None
         for entry in entries:
-            nominate(self.state, entry, now, self.last_tried.get(entry.key))
+            nominate(self.state, entry, now, self.last_tried.get(entry.key), oracle)
         fair = self.config.scheduler.fair_sharing.enable
         nominated = [e for e in entries if not e.inadmissible]
         ordered = (
@@ -250,7 +252,7 @@ class Scheduler:
             return
         if not entry.targets and (why := self._assume_placement(entry, assignment)):
             entry.requeue = RequeueReason.NO_FIT
-            self._topology_blocked.add(entry.cluster_queue)
+            entry.topology_blocked = True
             pending.append(self._pending(entry, why))
             return
         for target in entry.targets:
@@ -403,6 +405,8 @@ class Scheduler:
             queue = self.queues[entry.cluster_queue]
             decision = admitted.get(entry.key)
             if decision is None:
+                if entry.topology_blocked:
+                    self._topology_blocked.add(entry.cluster_queue)
                 self._remember_scan(entry)
                 pending_flavors = entry.assignment is not None and entry.assignment.pending_flavors
                 parked = queue.requeue(

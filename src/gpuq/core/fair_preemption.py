@@ -40,6 +40,7 @@ from gpuq.core.preemption import (
     candidate_order_key,
     cannot_free_enough,
     classical_targets,
+    placement_fits,
     satisfies_policy,
     uses_resources,
     workload_fits,
@@ -135,7 +136,7 @@ class _Search:
         self.removed.append(Target(victim, reason))
         tree.remove(preemptor.cluster_queue, preemptor.usage)
         try:
-            return workload_fits(self.state, preemptor, True)
+            return workload_fits(self.state, preemptor, True) and placement_fits(preemptor, self.removed)
         finally:
             tree.add(preemptor.cluster_queue, preemptor.usage)
 
@@ -241,7 +242,8 @@ def _fill_back(state: ClusterState, preemptor: Preemptor, removed: list[Target])
     for i in range(len(removed) - 2, -1, -1):
         victim = removed[i].victim
         state.tree.add(victim.cluster_queue, victim.usage)
-        if workload_fits(state, preemptor, True):
+        rest = removed[:i] + removed[i + 1 :]
+        if workload_fits(state, preemptor, True) and placement_fits(preemptor, rest):
             removed[i] = removed[-1]
             removed.pop()
         else:

@@ -9,22 +9,46 @@
 4. Otherwise, with partial admission, the largest reduced counts that fit or
    can preempt are searched for (binary search over Kueue's reduction steps).
 
+With nodes (a :class:`TopologyOracle`), a quota fit whose topology-aware pod
+sets cannot be placed is downgraded (§11.8): to NoFit when they would not fit
+even with every topology-aware workload gone, otherwise to Preempt, with
+targets whose eviction makes both the quota and the placement fit.
+
 Everything is computed against the state as the cycle found it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from gpuq.core.fair_preemption import preemption_targets
 from gpuq.core.flavors import Assignment, FlavorAssigner, Mode
-from gpuq.core.model import CheckState, Workload
+from gpuq.core.model import CheckState, PodSetAssignment, Workload
 from gpuq.core.preemption import Preemptor, Target
 from gpuq.core.queues import RequeueReason
 from gpuq.core.state import ClusterState
 
 ScanProgress = Sequence[dict[str, int]]
+
+
+class TopologyOracle(Protocol):
+    """What nomination asks of the nodes (the :class:`~gpuq.core.placement.engine.Placer`)."""
+
+    def uses_topology(
+        self, workload: Workload, pod_sets: Sequence[PodSetAssignment] | None = None
+    ) -> bool: ...
+
+    def topology_failure(
+        self, workload: Workload, pod_sets: Sequence[PodSetAssignment], without: Collection[str] = ()
+    ) -> str | None:
+        """Why the pod sets could not be placed with ``without`` evicted, or None when they could."""
+        ...
+
+    def topology_workloads(self) -> frozenset[str]:
+        """The workloads whose pods hold topology-aware placements."""
+        ...
 
 
 @dataclass(slots=True)
@@ -38,13 +62,20 @@ class Entry:
     inadmissible: str = ""
     requeue: RequeueReason = RequeueReason.NO_FIT
     clear_scan: bool = False  # skipped, overlapping and preempting entries retry every flavor (§4.8)
+    topology_blocked: bool = False  # the quota fit but the nodes did not (§11.8)
 
     @property
     def key(self) -> str:
         return self.workload.key
 
 
-def nominate(state: ClusterState, entry: Entry, now: float, resume: ScanProgress | None = None) -> None:
+def nominate(
+    state: ClusterState,
+    entry: Entry,
+    now: float,
+    resume: ScanProgress | None = None,
+    topology: TopologyOracle | None = None,
+) -> None:
     """§3.3: set ``entry.inadmissible``, or its assignment and targets."""
     workload = entry.workload
     cq = state.config.cluster_queues[entry.cluster_queue]
@@ -64,14 +95,18 @@ def nominate(state: ClusterState, entry: Entry, now: float, resume: ScanProgress
         entry.inadmissible = f"waiting for requeue backoff until {workload.requeue_at:.0f}"
         entry.requeue = RequeueReason.INACTIVE
         return
-    _initial_assignment(state, entry, resume)
+    _initial_assignment(state, entry, resume, topology)
 
 
-def _initial_assignment(state: ClusterState, entry: Entry, resume: ScanProgress | None) -> None:
+def _initial_assignment(
+    state: ClusterState, entry: Entry, resume: ScanProgress | None, topology: TopologyOracle | None
+) -> None:
     """§3.4 and §9: full size first; shrink only if neither fit nor preemption works."""
     assigner = FlavorAssigner(state, entry.workload, entry.cluster_queue)
     full = assigner.assign(resume=resume)
     entry.assignment = full
+    if full.mode == Mode.FIT and topology is not None and _topology_downgrade(state, entry, full, topology):
+        return
     if full.mode == Mode.FIT:
         return
     if full.mode in (Mode.PREEMPT, Mode.RECLAIM):
@@ -82,6 +117,37 @@ def _initial_assignment(state: ClusterState, entry: Entry, resume: ScanProgress 
         reduced = _partial(state, entry, assigner, resume)
         if reduced is not None:
             entry.assignment, entry.targets = reduced
+
+
+def _topology_downgrade(
+    state: ClusterState, entry: Entry, full: Assignment, topology: TopologyOracle
+) -> bool:
+    """§11.8 for a quota fit; True when the outcome is settled (placed, no fit, or targets found)."""
+    workload = entry.workload
+    pod_sets = [
+        PodSetAssignment(ps.name, dict(ps.flavors), dict(ps.requests), ps.count) for ps in full.pod_sets
+    ]
+    if not topology.uses_topology(workload, pod_sets):
+        return False
+    why = topology.topology_failure(workload, pod_sets)
+    if why is None:
+        return True
+    entry.topology_blocked = True
+    if topology.topology_failure(workload, pod_sets, topology.topology_workloads()) is not None:
+        full.mode = Mode.NO_FIT
+        full.reasons.append(why)
+        return True
+    full.mode = Mode.PREEMPT
+    full.frs_need_preemption = set(full.usage)
+    full.reasons.append(why)
+
+    def placed(removed: frozenset[str]) -> bool:
+        return topology.topology_failure(workload, pod_sets, removed) is None
+
+    needed = frozenset(full.frs_need_preemption)
+    preemptor = Preemptor(workload, entry.cluster_queue, dict(full.usage), needed, placed)
+    entry.targets = preemption_targets(state, preemptor)
+    return True
 
 
 def _partial(

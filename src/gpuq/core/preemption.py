@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterable, Iterator, Mapping, Set
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -72,12 +72,24 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class Preemptor:
-    """What preemption needs to know about the incoming workload."""
+    """What preemption needs to know about the incoming workload.
+
+    ``placement_fits`` is set for a workload whose topology-aware pod sets fit the quota but
+    not the nodes (§11.8): given the keys of the workloads removed so far, whether its pods
+    would then be placed. Targets must make both the quota and the placement fit.
+    """
 
     workload: Workload
     cluster_queue: str
     usage: Mapping[FlavorResource, int]  # full request per (flavor, resource)
     frs_need_preemption: frozenset[FlavorResource]
+    placement_fits: Callable[[frozenset[str]], bool] | None = None
+
+
+def placement_fits(preemptor: Preemptor, removed: Iterable[Target]) -> bool:
+    """Whether the preemptor's pods are placed once ``removed`` are gone (always, without TAS)."""
+    check = preemptor.placement_fits
+    return check is None or check(frozenset(t.victim.key for t in removed))
 
 
 def satisfies_policy(policy: PreemptionPolicy, preemptor: Workload, candidate: Workload) -> bool:
@@ -270,14 +282,15 @@ def _greedy(
             victim = candidate.victim
             state.tree.remove(victim.cluster_queue, victim.usage)
             removed.append(Target(victim, candidate.variant.reason))
-            if workload_fits(state, preemptor, allow_borrowing):
+            if workload_fits(state, preemptor, allow_borrowing) and placement_fits(preemptor, removed):
                 break
         else:
             return []
         for i in range(len(removed) - 2, -1, -1):
             victim = removed[i].victim
             state.tree.add(victim.cluster_queue, victim.usage)
-            if workload_fits(state, preemptor, allow_borrowing):
+            rest = removed[:i] + removed[i + 1 :]
+            if workload_fits(state, preemptor, allow_borrowing) and placement_fits(preemptor, rest):
                 removed.pop(i)  # not needed: it stays admitted (its usage stays added)
             else:
                 state.tree.remove(victim.cluster_queue, victim.usage)

@@ -1,0 +1,63 @@
+"""What-if questions about topology placement, asked by admission before it admits or preempts.
+
+Kueue (§11.8) downgrades a quota fit whose topology-aware pod sets cannot be
+placed: to NoFit when they would not fit even with every topology-aware
+workload gone, otherwise to Preempt, keeping only targets whose eviction lets
+the placement succeed. Each question releases the named workloads' pods,
+tries the placement, and puts every pod back on exactly the node and GPUs it
+had, so the placer is unchanged afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from gpuq.core.model import PodSetAssignment, Workload
+from gpuq.core.placement.capacity import PodShape
+from gpuq.core.placement.engine import Placer, PodBinding, WorkloadPlacement
+
+TOPOLOGY_FAILED = "TopologyPlacementFailed"
+
+
+class TopologyWhatIf:
+    """The :class:`~gpuq.core.nomination.TopologyOracle` of a :class:`Placer`."""
+
+    def __init__(self, placer: Placer) -> None:
+        self.placer = placer
+
+    def uses_topology(self, workload: Workload, pod_sets: Sequence[PodSetAssignment] | None = None) -> bool:
+        return self.placer.uses_topology(workload, pod_sets)
+
+    def topology_workloads(self) -> frozenset[str]:
+        return frozenset(
+            key
+            for key, placement in self.placer.placements.items()
+            if any(ps.topology is not None for ps in placement.pod_sets)
+        )
+
+    def topology_failure(
+        self, workload: Workload, pod_sets: Sequence[PodSetAssignment], without: Collection[str] = ()
+    ) -> str | None:
+        saved = [self._take_out(key) for key in sorted(without) if key in self.placer.placements]
+        try:
+            failure = self.placer.check(workload, pod_sets)
+        finally:
+            for placement, shapes in reversed(saved):
+                self._put_back(placement, shapes)
+        if failure is None or failure.reason != TOPOLOGY_FAILED:
+            return None
+        return f"couldn't assign flavors to pod set {failure.pod_set}: {failure.message}"
+
+    def _take_out(self, key: str) -> tuple[WorkloadPlacement, list[PodShape]]:
+        placement = self.placer.placements[key]
+        capacity = self.placer.nodes
+        shapes = [capacity[b.node].bound[b.pod][0] for b in placement.bindings]
+        self.placer.release(key)
+        return placement, shapes
+
+    def _put_back(self, placement: WorkloadPlacement, shapes: list[PodShape]) -> None:
+        bindings: list[PodBinding] = list(placement.bindings)
+        for binding, shape in zip(bindings, shapes, strict=True):
+            self.placer.nodes[binding.node].take(binding.pod, shape, binding.gpus)
+            self.placer.index.refresh(binding.node)
+        self.placer.placements[placement.workload] = placement
