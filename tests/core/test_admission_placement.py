@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gpuq.core.admission import Scheduler
 from gpuq.core.cycles import run_cycles
 from gpuq.core.model import (
@@ -254,3 +256,65 @@ def test_what_if_questions_leave_the_placer_unchanged() -> None:
     assert oracle.topology_failure(high("urgent", 2), admitted, {"team/low-r1"}) is None
     assert placer.placements == before
     assert {name: (c.gpu_free_milli(), dict(c.free)) for name, c in placer.nodes.items()} == free
+
+
+# ----------------------------------------------------------------------- TAS flavor matching (§11.2)
+PLAIN = ResourceFlavor("plain")
+TOPOLOGIES = {"default": LEVELS}
+MATCH_CASES = [
+    ("plain pod set, plain flavor", None, PLAIN, False, (GPU,), None),
+    (
+        "plain pod set, TAS flavor",
+        None,
+        TAS,
+        False,
+        (GPU,),
+        'Flavor "tas" supports only TopologyAwareScheduling',
+    ),
+    ("implied: every flavor of the queue is TAS", None, TAS, True, (GPU,), None),
+    ("TAS pod set, TAS flavor with the level", REQUIRED_RACK, TAS, False, (GPU,), None),
+    (
+        "TAS pod set, level missing",
+        TopologyRequest(TopologyMode.REQUIRED, "zone"),
+        TAS,
+        False,
+        (GPU,),
+        'Flavor "tas" does not contain the requested level',
+    ),
+    (
+        "TAS pod set, plain flavor for its resources",
+        REQUIRED_RACK,
+        PLAIN,
+        False,
+        (GPU,),
+        'Flavor "plain" does not support TopologyAwareScheduling',
+    ),
+    ("TAS pod set, plain flavor for quota-only resources", REQUIRED_RACK, PLAIN, False, ("licenses",), None),
+    (
+        "TAS flavor whose topology is unknown",
+        REQUIRED_RACK,
+        ResourceFlavor("lost", topology_name="gone"),
+        False,
+        (GPU,),
+        'Flavor "lost" information missing in TAS cache',
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "request_", "flavor", "implied", "covered", "expected"),
+    MATCH_CASES,
+    ids=[c[0] for c in MATCH_CASES],
+)
+def test_tas_flavor_matching(
+    case: str,
+    request_: TopologyRequest | None,
+    flavor: ResourceFlavor,
+    implied: bool,
+    covered: tuple[str, ...],
+    expected: str | None,
+) -> None:
+    from gpuq.core.flavors import flavor_matches
+
+    pod_set = PodSet("main", 1, {GPU: 8}, topology=request_)
+    assert flavor_matches(flavor, pod_set, TOPOLOGIES, implied, covered) == expected

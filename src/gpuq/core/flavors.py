@@ -97,6 +97,7 @@ def flavor_matches(
     pod_set: PodSet,
     topologies: Mapping[str, tuple[str, ...]] | None = None,
     implied_tas: bool = False,
+    covered: tuple[str, ...] = (),
 ) -> str | None:
     """None when the flavor may serve the pod set, else why not (§4.2, TAS rules §11.2).
 
@@ -115,23 +116,37 @@ def flavor_matches(
         terms = [tuple(r for r in term if r.key in labels) for term in pod_set.node_affinity]
         if not any(all(r.matches(labels) for r in term) for term in terms):
             return f"flavor {flavor.name} doesn't match node affinity"
-    return _topology_mismatch(flavor, pod_set, topologies or {}, implied_tas)
+    return _topology_mismatch(flavor, pod_set, topologies or {}, implied_tas, covered)
 
 
 def _topology_mismatch(
-    flavor: ResourceFlavor, pod_set: PodSet, topologies: Mapping[str, tuple[str, ...]], implied_tas: bool
+    flavor: ResourceFlavor,
+    pod_set: PodSet,
+    topologies: Mapping[str, tuple[str, ...]],
+    implied_tas: bool,
+    covered: tuple[str, ...],
 ) -> str | None:
+    """Kueue's checkPodSetAndFlavorMatchForTAS, in its words.
+
+    A pod set asking for topology may still take a non-TAS flavor for resources it does not
+    request (quota-only resources); one that does not ask only matches non-TAS flavors, unless
+    every flavor of the queue is TAS (an implied request).
+    """
     request = pod_set.topology
+    if request is None and implied_tas:
+        return None
     if flavor.topology_name is None:
-        return None if request is None else f"flavor {flavor.name} does not support TopologyAwareScheduling"
+        if request is None or not any(pod_set.requests.get(r) for r in covered):
+            return None
+        return f'Flavor "{flavor.name}" does not support TopologyAwareScheduling'
     if request is None:
-        return None if implied_tas else f"Flavor {flavor.name} supports only TopologyAwareScheduling"
+        return f'Flavor "{flavor.name}" supports only TopologyAwareScheduling'
     levels = topologies.get(flavor.topology_name)
     if levels is None:
-        return f"flavor {flavor.name}: topology {flavor.topology_name} not found"
+        return f'Flavor "{flavor.name}" information missing in TAS cache'
     for level in (request.level, request.slice_level):
         if level is not None and level not in levels:
-            return f"flavor {flavor.name} does not contain the requested level {level}"
+            return f'Flavor "{flavor.name}" does not contain the requested level'
     return None
 
 
@@ -251,7 +266,9 @@ class FlavorAssigner:
             if flavor is None:
                 result.reasons.append(f"flavor {flavor_quotas.name} not found")
                 continue
-            mismatch = flavor_matches(flavor, pod_set, self.state.config.topologies, self.implied_tas)
+            mismatch = flavor_matches(
+                flavor, pod_set, self.state.config.topologies, self.implied_tas, group.covered_resources
+            )
             if mismatch:
                 result.reasons.append(mismatch)
                 continue
