@@ -4,9 +4,11 @@ A pure function of per-leaf pod capacities, re-implementing Kueue's ``findTopolo
 (``pkg/cache/scheduler/tas_flavor_snapshot.go``) without leaders, node affinity scores,
 multi-layer slices or balanced placement:
 
-1. Validate the request and resolve its level, slice level and slice size (``_plan``).
+1. Validate the request and resolve its level, slice level and slice size (:func:`resolve`).
 2. Phase 1 (``fillInCounts``): per domain, the pods that fit (sum of its leaves) and the slices
-   that fit (``pods // slice_size`` at the slice level, summed above it, 0 below it).
+   that fit (``pods // slice_size`` at the slice level, summed above it, 0 below it); held by a
+   :class:`~gpuq.core.topology_tree.DomainTree`, built from the leaves by :func:`assign` or kept
+   up to date by the caller for :func:`assign_in`.
 3. Phase 2a (``findLevelWithFitDomains``): choose the domains of the requested level, going up a
    level for Preferred requests when no single domain fits, spreading greedily at the top.
 4. Phase 2b (``updateCountsToMinimum``): descend level by level to the leaves, filling the
@@ -23,15 +25,22 @@ code does not check them).
 Domains sort, BestFit: (slice capacity descending, pod capacity ascending, values ascending);
 LeastFreeCapacity (Unconstrained or implied requests, gate TASProfileMixed): (slice capacity
 ascending, pod capacity ascending, values ascending). Values are unique, so every order is total.
+The tree keeps each level ascending by (slices, pods, values); BestFit order reads its groups of
+equal slices from the top down. Domains without slices never take any, and domains without pods
+do not exist, so phase 2 skips both; it reads only the domains it may choose, which makes its
+cost independent of the number of leaves except where it must pick among them.
 """
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from gpuq.core.model import TopologyMode, TopologyRequest
+from gpuq.core.topology_tree import DomainTree, Key, Values
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,25 +66,9 @@ class TopologyFailure:
     reason: str
 
 
-class _Domain:
-    """Scratch state of one domain during one ``assign`` call (Kueue's ``domain``).
-
-    ``state`` is the pods that fit (phase 1), then the pods assigned (phase 2);
-    ``slice_state`` likewise in slices.
-    """
-
-    __slots__ = ("children", "slice_state", "state", "values")
-
-    def __init__(self, values: tuple[str, ...]) -> None:
-        self.values = values
-        self.children: list[_Domain] = []
-        self.state = 0
-        self.slice_state = 0
-
-
 @dataclass(frozen=True, slots=True)
-class _Plan:
-    """A validated request, in level indexes (0 is the widest level)."""
+class TopologyPlan:
+    """A validated request (:func:`resolve`), in level indexes (0 is the widest level)."""
 
     count: int
     level_idx: int
@@ -90,7 +83,7 @@ class _Plan:
         return self.count // self.slice_size
 
 
-_Chosen = list[tuple[_Domain, int]]
+_Chosen = list[tuple[Key, int]]
 """Domains picked in order, each with the units (pods or slices) it takes."""
 
 
@@ -111,23 +104,43 @@ def assign(
     lists zero-capacity leaves. Runs in O(leaves × levels + leaves log leaves).
 
     1. Resolve the request; zero pods get an empty assignment.
-    2. Build the domain tree and fill in capacities (phase 1).
-    3. Find the fit level and its domains (phase 2a).
-    4. Descend to the leaves (phase 2b) and report the leaves used, sorted by values.
+    2. Build the domain tree with its capacities (phase 1).
+    3. Place on the tree (:func:`assign_in`).
     """
-    plan = _plan(levels, count, request, profile_least_free_for_unconstrained)
+    plan = resolve(
+        levels, count, request, profile_least_free_for_unconstrained=profile_least_free_for_unconstrained
+    )
     if isinstance(plan, TopologyFailure):
         return plan
     if plan.count == 0:
         return TopologyAssignment(levels, ())
-    per_level = _fill_in_counts(levels, leaves, plan)
-    found = _find_level_with_fit_domains(per_level, plan, topology_name)
+    tree = DomainTree.build(len(levels), leaves, plan.slice_level_idx, plan.slice_size)
+    return assign_in(levels, tree, plan, topology_name=topology_name)
+
+
+def assign_in(
+    levels: tuple[str, ...], tree: DomainTree, plan: TopologyPlan, *, topology_name: str = "default"
+) -> TopologyAssignment | TopologyFailure:
+    """Place a resolved request on ``tree``, whose slicing must be the plan's; ``tree`` is only read.
+
+    The same decisions as :func:`assign` on the tree's leaves. Reads the domains of the levels
+    tried in phase 2a (a binary search per level, a walk only when spreading), then only the
+    children of the domains chosen: O(levels × log domains) plus the domains that take pods.
+
+    1. Find the fit level and its domains (phase 2a).
+    2. Descend to the leaves (phase 2b) and report the leaves used, sorted by values.
+    """
+    slicing = (plan.slice_level_idx, plan.slice_size)
+    if tree.depth != len(levels) or (tree.slice_level_idx, tree.slice_size) != slicing:
+        raise ValueError("the tree's levels or slicing differ from the plan's")
+    if plan.count == 0:
+        return TopologyAssignment(levels, ())
+    found = _find_level_with_fit_domains(tree, plan, topology_name)
     if isinstance(found, TopologyFailure):
         return found
     fit_level_idx, chosen = found
-    used = _descend(_apply_slices(chosen, plan.slice_size), fit_level_idx, len(levels), plan)
-    used.sort(key=lambda d: d.values)
-    return TopologyAssignment(levels, tuple(TopologyDomain(d.values, d.state) for d in used if d.state > 0))
+    used = sorted((values, pods) for values, pods in _descend(tree, chosen, fit_level_idx, plan) if pods > 0)
+    return TopologyAssignment(levels, tuple(TopologyDomain(values, pods) for values, pods in used))
 
 
 def fits(
@@ -139,18 +152,24 @@ def fits(
     profile_least_free_for_unconstrained: bool = True,
 ) -> bool:
     """Whether ``assign`` would succeed; skips the descent, which cannot fail once phase 2a has."""
-    plan = _plan(levels, count, request, profile_least_free_for_unconstrained)
+    plan = resolve(
+        levels, count, request, profile_least_free_for_unconstrained=profile_least_free_for_unconstrained
+    )
     if isinstance(plan, TopologyFailure):
         return False
     if plan.count == 0:
         return True
-    per_level = _fill_in_counts(levels, leaves, plan)
-    return not isinstance(_find_level_with_fit_domains(per_level, plan, "default"), TopologyFailure)
+    tree = DomainTree.build(len(levels), leaves, plan.slice_level_idx, plan.slice_size)
+    return not isinstance(_find_level_with_fit_domains(tree, plan, "default"), TopologyFailure)
 
 
-def _plan(
-    levels: tuple[str, ...], count: int, request: TopologyRequest | None, least_free_profile: bool
-) -> _Plan | TopologyFailure:
+def resolve(
+    levels: tuple[str, ...],
+    count: int,
+    request: TopologyRequest | None,
+    *,
+    profile_least_free_for_unconstrained: bool = True,
+) -> TopologyPlan | TopologyFailure:
     """Resolve levels and slicing as Kueue's ``findTopologyAssignment`` preamble does.
 
     1. The requested level: Required/Preferred name it; a slice-only request means the widest
@@ -175,14 +194,14 @@ def _plan(
     if count % slice_size != 0:
         return TopologyFailure(f"pod count {count} is not a multiple of slice size {slice_size}")
     unconstrained = mode is TopologyMode.UNCONSTRAINED
-    return _Plan(
+    return TopologyPlan(
         count=count,
         level_idx=levels.index(level),
         slice_level_idx=levels.index(slice_level),
         slice_size=slice_size,
         required=mode is TopologyMode.REQUIRED,
         unconstrained=unconstrained,
-        least_free=unconstrained and least_free_profile,
+        least_free=unconstrained and profile_least_free_for_unconstrained,
     )
 
 
@@ -213,106 +232,30 @@ def _slicing(levels: tuple[str, ...], request: TopologyRequest | None) -> tuple[
     return request.slice_level, request.slice_size
 
 
-def _fill_in_counts(
-    levels: tuple[str, ...], leaves: Mapping[tuple[str, ...], int], plan: _Plan
-) -> list[list[_Domain]]:
-    """Phase 1: the domain tree, per level, with pod and slice capacities filled in.
-
-    1. Create each leaf with positive capacity and its ancestors (domains exist only through
-       leaves; zero-capacity leaves never change a placement, so they are dropped).
-    2. Bottom-up, a parent's pods are the sum of its children's; slices are ``pods // size`` at
-       the slice level, the children's sum above it and 0 below it.
-    """
-    depth = len(levels)
-    by_values: list[dict[tuple[str, ...], _Domain]] = [{} for _ in levels]
-    for values, capacity in leaves.items():
-        if len(values) != depth:
-            raise ValueError(f"leaf {values} needs one value per level {levels}")
-        if capacity <= 0:
-            continue
-        leaf = by_values[-1][values] = _Domain(values)
-        leaf.state = capacity
-        child = leaf
-        for idx in range(depth - 2, -1, -1):
-            parent = by_values[idx].get(values[: idx + 1])
-            if parent is not None:
-                parent.children.append(child)
-                break  # its ancestors are already linked
-            parent = by_values[idx][values[: idx + 1]] = _Domain(values[: idx + 1])
-            parent.children.append(child)
-            child = parent
-    per_level = [list(level.values()) for level in by_values]
-    for idx in range(depth - 1, -1, -1):
-        for dom in per_level[idx]:
-            if dom.children:
-                dom.state = sum(c.state for c in dom.children)
-                dom.slice_state = sum(c.slice_state for c in dom.children)
-            if idx == plan.slice_level_idx:
-                dom.slice_state = dom.state // plan.slice_size
-    return per_level
-
-
-def _sorted(domains: list[_Domain], least_free: bool) -> list[_Domain]:
-    """Kueue's ``sortedDomains``: (slices desc, or asc for LeastFreeCapacity; pods asc; values asc)."""
-    sign = 1 if least_free else -1
-    return sorted(domains, key=lambda d: (sign * d.slice_state, d.state, d.values))
-
-
-def _choose(domains: list[_Domain], needed: int, best_fit: bool, units: Callable[[_Domain], int]) -> _Chosen:
-    """Greedy fill in the given order, as Kueue's ``updateCountsToMinimum`` picks domains.
-
-    1. Walk ``domains``; each takes all its ``units`` until one can hold the remainder.
-    2. With best fit, the one holding the remainder is the first of the smallest among the
-       rest that can (``findBestFitDomain``); it takes only the remainder.
-    Returns the picks; their units sum to less than ``needed`` only when all domains fall short.
-    """
-    chosen: _Chosen = []
-    remaining = needed
-    for idx, dom in enumerate(domains):
-        if units(dom) >= remaining:
-            if best_fit:
-                dom = min((d for d in domains[idx:] if units(d) >= remaining), key=units)
-            chosen.append((dom, remaining))
-            return chosen
-        chosen.append((dom, units(dom)))
-        remaining -= units(dom)
-    return chosen
-
-
-def _slices(d: _Domain) -> int:
-    return d.slice_state
-
-
-def _pods(d: _Domain) -> int:
-    return d.state
-
-
 def _find_level_with_fit_domains(
-    per_level: list[list[_Domain]], plan: _Plan, topology_name: str
+    tree: DomainTree, plan: TopologyPlan, topology_name: str
 ) -> tuple[int, _Chosen] | TopologyFailure:
     """Phase 2a: the fit level and its chosen domains with the slices each takes.
 
-    1. Sort the level's domains. BestFit: the smallest domain holding every slice.
-       LeastFreeCapacity: the first domain in ascending order holding every slice.
+    1. In the level's order, BestFit wants the smallest domain holding every slice, and
+       LeastFreeCapacity the first in ascending order holding them: both are the first key at
+       or after ``(needed,)`` in the ascending list.
     2. None holds them: Required fails with the largest domain's capacity; Preferred retries one
        level up; at the widest level (or when unconstrained) spread greedily over the sorted
        domains, best fit for the last one, failing if all of them together fall short.
     """
-    needed, best_fit = plan.slice_count, not plan.least_free
+    needed = plan.slice_count
     for level_idx in range(plan.level_idx, -1, -1):
-        ordered = _sorted(per_level[level_idx], plan.least_free)
-        holding = [d for d in ordered if d.slice_state >= needed]
-        if holding:
-            return level_idx, [(min(holding, key=_slices) if best_fit else holding[0], needed)]
+        ranked = tree.ranked[level_idx]
+        holding = bisect.bisect_left(ranked, (needed,))
+        if holding < len(ranked):
+            return level_idx, [(ranked[holding], needed)]
         if plan.required:
-            top = ordered[0].slice_state if ordered else 0
-            return _not_fit(topology_name, top, needed, plan.slice_size)
+            return _not_fit(topology_name, ranked[-1][0] if ranked else 0, needed, plan.slice_size)
         if level_idx == 0 or plan.unconstrained:
-            chosen = _choose(ordered, needed, best_fit, _slices)
-            placed = sum(taken for _, taken in chosen)
-            if placed < needed:
-                return _not_fit(topology_name, placed, needed, plan.slice_size)
-            return level_idx, chosen
+            if tree.total_slices < needed:  # every level at or above the slice level sums to it
+                return _not_fit(topology_name, tree.total_slices, needed, plan.slice_size)
+            return level_idx, _choose_slices([ranked], needed, plan.least_free)
     raise AssertionError("unreachable: the widest level always decides")
 
 
@@ -325,35 +268,97 @@ def _not_fit(topology_name: str, fit: int, needed: int, slice_size: int) -> Topo
     return TopologyFailure(f"topology {name} allows to fit only {fit} out of {needed} {unit}(s)")
 
 
-def _apply_slices(chosen: _Chosen, slice_size: int) -> list[_Domain]:
-    """Record slice picks as assignments: ``slice_state`` slices, ``state`` their pods."""
-    for dom, taken in chosen:
-        dom.slice_state = taken
-        dom.state = taken * slice_size
-    return [dom for dom, _ in chosen]
+def _choose_slices(lists: list[list[Key]], needed: int, least_free: bool) -> _Chosen:
+    """Greedy fill over the keys of ``lists`` merged in sort order, as ``updateCountsToMinimum``.
+
+    1. Walk the keys with slices; each takes all its slices until one can hold the remainder.
+    2. BestFit: the one holding the remainder is the smallest of the rest that can
+       (``findBestFitDomain``): the rest are the keys with fewer slices than the current one,
+       which come later in BestFit order, and the current one, the first of its group left.
+    Returns the picks; their slices sum to less than ``needed`` only when all fall short.
+    """
+    chosen: _Chosen = []
+    remaining = needed
+    for key in _merged(lists, least_free):
+        if key[0] >= remaining:
+            if not least_free:
+                key = min([key, *_holding_fewer(lists, remaining, key[0])])
+            chosen.append((key, remaining))
+            return chosen
+        chosen.append((key, key[0]))
+        remaining -= key[0]
+    return chosen
 
 
-def _descend(current: list[_Domain], level_idx: int, depth: int, plan: _Plan) -> list[_Domain]:
-    """Phase 2b: from the fit level down to the leaves, returning the leaves picked.
+def _holding_fewer(lists: list[list[Key]], remaining: int, below: int) -> Iterator[Key]:
+    """Per list, the smallest key with at least ``remaining`` slices if it has fewer than ``below``."""
+    for keys in lists:
+        idx = bisect.bisect_left(keys, (remaining,))
+        if idx < len(keys) and keys[idx][0] < below:
+            yield keys[idx]
+
+
+def _merged(lists: list[list[Key]], least_free: bool) -> Iterator[Key]:
+    """The keys with slices in LeastFreeCapacity (ascending) or BestFit order, lazily merged."""
+    walks = [_ascending(keys) if least_free else _best_fit_order(keys) for keys in lists]
+    if len(walks) == 1:
+        return walks[0]
+    if least_free:
+        return heapq.merge(*walks)
+    return heapq.merge(*walks, key=lambda key: (-key[0], key[1], key[2]))
+
+
+def _ascending(keys: list[Key]) -> Iterator[Key]:
+    for idx in range(bisect.bisect_left(keys, (1,)), len(keys)):
+        yield keys[idx]
+
+
+def _best_fit_order(keys: list[Key]) -> Iterator[Key]:
+    """Groups of equal slices from the most down to 1, each ascending by (pods, values)."""
+    end = len(keys)
+    while end and keys[end - 1][0] > 0:
+        start = bisect.bisect_left(keys, (keys[end - 1][0],), 0, end)
+        for idx in range(start, end):
+            yield keys[idx]
+        end = start
+
+
+def _descend(
+    tree: DomainTree, chosen: _Chosen, level_idx: int, plan: TopologyPlan
+) -> list[tuple[Values, int]]:
+    """Phase 2b: from the fit level down to the leaves, returning the leaves picked with their pods.
 
     1. Above the slice level, pool the children of all picked domains, sort them and fill all
        slices greedily (Kueue does not cap a child by its parent's pick here).
-    2. At and below the slice level, for each picked domain in turn, sort its children and fill
-       exactly the pods assigned to it, one pod at a time.
+    2. At and below the slice level, for each picked domain in turn, fill exactly the pods
+       assigned to it over its children in ascending (pods, values) order: below the slice level
+       every child has 0 slices, so both orders agree, and the first child holding the
+       remainder is also the best fit.
     """
-    best_fit = not plan.least_free
-    while level_idx < min(depth - 1, plan.slice_level_idx):
-        pooled = _sorted([c for d in current for c in d.children], plan.least_free)
-        current = _apply_slices(_choose(pooled, plan.slice_count, best_fit, _slices), plan.slice_size)
+    while level_idx < plan.slice_level_idx:
+        lists = [tree.children(key[2]) for key, taken in chosen if taken > 0]
+        chosen = _choose_slices(lists, plan.slice_count, plan.least_free)
         level_idx += 1
-    while level_idx < depth - 1:
-        below: list[_Domain] = []
-        for parent in current:
-            for dom, taken in _choose(
-                _sorted(parent.children, plan.least_free), parent.state, best_fit, _pods
-            ):
-                dom.state = taken
-                below.append(dom)
+    current = [(key[2], taken * plan.slice_size) for key, taken in chosen]
+    while level_idx < tree.depth - 1:
+        below: list[tuple[Values, int]] = []
+        for values, pods in current:
+            if pods > 0:
+                below.extend(_fill(tree.children(values), pods))
         current = below
         level_idx += 1
     return current
+
+
+def _fill(children: list[Key], pods: int) -> list[tuple[Values, int]]:
+    """Ascending walk: each child takes all its pods until one holds the rest.
+
+    The parent's pods are the sum of its children's, so the walk always ends in a pick."""
+    picked = []
+    for _, capacity, values in children:
+        if capacity >= pods:
+            picked.append((values, pods))
+            return picked
+        picked.append((values, capacity))
+        pods -= capacity
+    raise AssertionError("unreachable: a domain's pods are the sum of its children's")

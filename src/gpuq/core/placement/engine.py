@@ -4,14 +4,17 @@ Kueue decides whether a workload may start; this decides where its pods run,
 the job of the kube-scheduler, the NVIDIA device plugin and Kueue's Topology
 Aware Scheduling together. A workload is a gang: every pod is bound or none
 is (:meth:`Placer.place` rolls back a partial attempt). Pod sets whose
-flavor names a Topology go through :func:`gpuq.core.topology.assign` first,
-which says how many pods go to each lowest-level domain.
+flavor names a Topology go through Kueue's TAS algorithm first
+(:mod:`gpuq.core.topology`), which says how many pods go to each lowest-level
+domain; it reads a live capacity view of the topology
+(:mod:`gpuq.core.placement.topology_view`) rather than every node.
 """
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuq.core.model import PodSet, PodSetAssignment, ResourceFlavor, TopologyMode, TopologyRequest, Workload
@@ -21,7 +24,12 @@ from gpuq.core.placement.filters import NodeRequirements, requirements_for, sele
 from gpuq.core.placement.index import CapacityIndex, NodeClass
 from gpuq.core.placement.policies import PolicyInputs
 from gpuq.core.placement.scoring import Chooser, chooser_for
-from gpuq.core.topology import TopologyAssignment, TopologyFailure, assign
+from gpuq.core.placement.topology_view import CapacityView, CapacityViews, ViewKey
+from gpuq.core.topology import TopologyAssignment, TopologyFailure, TopologyPlan, assign, assign_in, resolve
+from gpuq.core.topology_tree import Values
+
+NodesWithRoom = Callable[[Values], list[tuple[str, int]]]
+"""A leaf's nodes with room for the pod set and how many pods fit on each, fullest first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +76,13 @@ class _PodSetRequest:
 
 
 class Placer:
-    """Free capacity of a set of nodes and the workloads bound to them."""
+    """Free capacity of a set of nodes and the workloads bound to them.
+
+    ``topology_views`` bounds the live capacity views kept for topology-aware pod sets (one per
+    pod shape, requirements, topology, per-node cap and slicing; least recently used dropped);
+    0 keeps none and reads every node with room for each such pod set, as Kueue's TAS snapshot
+    does. Both make the same decisions.
+    """
 
     def __init__(
         self,
@@ -78,6 +92,7 @@ class Placer:
         policy_inputs: PolicyInputs | None = None,
         flavors: Mapping[str, ResourceFlavor] | None = None,
         topologies: Mapping[str, tuple[str, ...]] | None = None,
+        topology_views: int = 64,
     ) -> None:
         self.flavors = dict(flavors or {})
         self.topologies = dict(topologies or {})
@@ -87,6 +102,8 @@ class Placer:
         self.placements: dict[str, WorkloadPlacement] = {}
         self._classes: dict[tuple[object, ...], list[NodeClass]] = {}
         self._topology_positions: dict[tuple[str, ...], dict[str, tuple[str, ...]]] = {}
+        self._views = CapacityViews(self.index, topology_views)
+        self._most_per_node_cache: dict[tuple[object, ...], int] = {}
 
     # ------------------------------------------------------------------ public
     def place(
@@ -178,11 +195,7 @@ class Placer:
     # ---------------------------------------------------------------- choosing
     def matching_classes(self, requirements: NodeRequirements) -> list[NodeClass]:
         """Classes whose nodes may pass the static filters (per-node labels are checked later)."""
-        cache_key = (
-            tuple(sorted(requirements.node_selector.items())),
-            requirements.affinity,
-            requirements.tolerations,
-        )
+        cache_key = _requirements_key(requirements)
         classes = self._classes.get(cache_key)
         if classes is None:
             per_node = bool(requirements.keys() & self.index.varying)
@@ -219,34 +232,104 @@ class Placer:
     def _place_topology(
         self, key: str, request: _PodSetRequest, taken: list[PodBinding]
     ) -> PodSetPlacement | PlacementFailure:
-        """TAS: count pods per leaf domain, let :func:`assign` choose domains, bind within each leaf."""
+        """TAS: let Kueue's algorithm choose leaf domains and pods per leaf, bind within each leaf.
+
+        1. Resolve the request (level, slicing); zero pods get an empty assignment.
+        2. Choose the leaves on the live view of the pod set's capacities (or, without views,
+           on the leaves summed from every node with room).
+        3. In each chosen leaf (sorted by values), fill the nodes fullest first, then by name.
+        """
         assert request.topology is not None
         topology_name, levels = request.topology
-        leaves: dict[tuple[str, ...], list[tuple[str, int]]] = {}
-        positions = self._positions(levels)
-        for name, fit in self._fits(request):
-            values = positions.get(name)
-            if values is not None:  # Kueue ignores nodes without every level label
-                leaves.setdefault(values, []).append((name, fit))
-        counts = {leaf: sum(fit for _, fit in nodes) for leaf, nodes in leaves.items()}
         topology_request = request.pod_set.topology or TopologyRequest(TopologyMode.UNCONSTRAINED)
-        outcome = assign(levels, counts, request.count, topology_request, topology_name=topology_name)
         name = request.pod_set.name
+        plan = resolve(levels, request.count, topology_request)
+        if isinstance(plan, TopologyFailure):
+            return PlacementFailure(key, name, "TopologyPlacementFailed", plan.reason)
+        outcome: TopologyAssignment | TopologyFailure
+        nodes_in: NodesWithRoom
+        if plan.count == 0:
+            outcome, nodes_in = TopologyAssignment(levels, ()), lambda leaf: []
+        elif self._views.limit:
+            view = self._view(request, levels, plan)
+            outcome = assign_in(levels, view.tree, plan, topology_name=topology_name)
+            nodes_in = view.nodes_with_room
+        else:
+            outcome, nodes_in = self._assign_from_scratch(request, topology_request, topology_name)
         if isinstance(outcome, TopologyFailure):
             return PlacementFailure(key, name, "TopologyPlacementFailed", outcome.reason)
         bindings: list[PodBinding] = []
-        index = 0
         for domain in outcome.domains:
             remaining = domain.count
-            for node, fit in sorted(leaves[domain.values], key=lambda item: (-item[1], item[0])):
+            for node, fit in nodes_in(domain.values):
                 for _ in range(min(fit, remaining)):
-                    bindings.append(self._bind(f"{key}/{name}-{index}", node, request.shape))
-                    index += 1
+                    bindings.append(self._bind(f"{key}/{name}-{len(bindings)}", node, request.shape))
                 remaining -= min(fit, remaining)
                 if not remaining:
                     break
         taken.extend(bindings)
         return PodSetPlacement(name, tuple(bindings), outcome)
+
+    def _assign_from_scratch(
+        self, request: _PodSetRequest, topology_request: TopologyRequest, topology_name: str
+    ) -> tuple[TopologyAssignment | TopologyFailure, NodesWithRoom]:
+        """Kueue's snapshot: sum the pods that fit per leaf over every node with room, then assign."""
+        assert request.topology is not None
+        levels = request.topology[1]
+        leaves: dict[Values, list[tuple[str, int]]] = {}
+        positions = self._positions(levels)
+        for node, fit in self._fits(request):
+            values = positions.get(node)
+            if values is not None:  # Kueue ignores nodes without every level label
+                leaves.setdefault(values, []).append((node, fit))
+        counts = {leaf: sum(fit for _, fit in nodes) for leaf, nodes in leaves.items()}
+        outcome = assign(levels, counts, request.count, topology_request, topology_name=topology_name)
+        return outcome, lambda leaf: sorted(leaves[leaf], key=lambda item: (-item[1], item[0]))
+
+    def _view(self, request: _PodSetRequest, levels: tuple[str, ...], plan: TopologyPlan) -> CapacityView:
+        """The live view for this pod set, caught up with every change since its last use."""
+        cap = min(plan.count, self._most_per_node(request))  # min(fit, count) == min(fit, cap) on every node
+        shape, requirements = request.shape, _requirements_key(request.requirements)
+        key = ViewKey(shape.key, requirements, levels, cap, plan.slice_level_idx, plan.slice_size)
+        return self._views.get(
+            key,
+            lambda: CapacityView(
+                self.index,
+                self._members(request, levels),
+                shape,
+                cap,
+                slice_level_idx=plan.slice_level_idx,
+                slice_size=plan.slice_size,
+                depth=len(levels),
+            ),
+        )
+
+    def _most_per_node(self, request: _PodSetRequest) -> int:
+        """The most pods of the shape any candidate node holds, which is when it is empty."""
+        key = (request.shape.key, _requirements_key(request.requirements))
+        most = self._most_per_node_cache.get(key)
+        if most is None:
+            classes = self.matching_classes(request.requirements)
+            empty = (NodeCapacity(c.sample).fit_count(request.shape, sys.maxsize) for c in classes)
+            most = self._most_per_node_cache[key] = max(empty, default=0)
+        return most
+
+    def _members(self, request: _PodSetRequest, levels: tuple[str, ...]) -> dict[str, Values]:
+        """The nodes that may ever hold the pod set's pods in the topology, with their leaves."""
+        positions = self._positions(levels)
+        per_node = bool(request.requirements.keys() & self.index.varying)
+        members: dict[str, Values] = {}
+        for node_class in self.matching_classes(request.requirements):
+            for node in node_class.members:
+                leaf = positions.get(node)
+                if leaf is None:  # Kueue ignores nodes without every level label
+                    continue
+                if per_node and not selector_matches(
+                    request.requirements, self.index.capacity[node].node.labels
+                ):
+                    continue
+                members[node] = leaf
+        return members
 
     def _positions(self, levels: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
         """Each node's domain values for a topology's levels (nodes missing a level are left out)."""
@@ -289,6 +372,14 @@ class Placer:
         total = len(self.index.capacity)
         detail = ", ".join(f"{count} {why}" for why, count in sorted(reasons.items()))
         return f"0/{total} nodes are available: {detail or 'no nodes'}."
+
+
+def _requirements_key(requirements: NodeRequirements) -> tuple[object, ...]:
+    return (
+        tuple(sorted(requirements.node_selector.items())),
+        requirements.affinity,
+        requirements.tolerations,
+    )
 
 
 def summarize(placements: Sequence[WorkloadPlacement]) -> Mapping[str, int]:

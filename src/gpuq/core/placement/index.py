@@ -9,6 +9,10 @@ capacity, so binpack reads the fullest bucket that fits first and spread
 the emptiest. A change to one node moves it between two buckets. Inside a
 bucket nodes are kept in name order, so the choice between equals never
 depends on the order of earlier binds and releases.
+
+Every refresh is also written to a journal of changed node names, so that
+derived views (the topology capacity views of the placer) catch up with the
+nodes that changed since they last looked instead of reading every node.
 """
 
 from __future__ import annotations
@@ -78,6 +82,8 @@ class CapacityIndex:
         self.classes: list[NodeClass] = []
         self.class_of: dict[str, NodeClass] = {}
         self._keys: dict[str, BucketKey] = {}
+        self._changes: list[str] = []  # names of refreshed nodes, oldest first, repeats kept
+        self._changes_start = 0  # the position of _changes[0]
         by_signature: dict[tuple[object, ...], NodeClass] = {}
         for node in sorted(nodes, key=lambda n: n.name):
             if node.name in self.capacity:
@@ -109,7 +115,17 @@ class CapacityIndex:
         )
 
     def refresh(self, name: str) -> None:
-        """Re-bucket one node after its free capacity changed."""
+        """Re-bucket one node after its free capacity changed, and journal the change.
+
+        The journal always keeps the last ``nodes`` changes; past ``2 × nodes`` (plus a little)
+        its older half is dropped, so recording costs O(1) amortized whether anyone reads it or
+        not, and a reader that fell further behind rebuilds from the nodes, which costs no more.
+        """
+        self._changes.append(name)
+        if len(self._changes) > 2 * len(self.capacity) + 16:
+            dropped = len(self._changes) // 2
+            del self._changes[:dropped]
+            self._changes_start += dropped
         old = self._keys[name]
         new = bucket_key(self.capacity[name])
         if new != old:
@@ -117,6 +133,18 @@ class CapacityIndex:
             node_class.remove(name, old)
             node_class.add(name, new)
             self._keys[name] = new
+
+    @property
+    def position(self) -> int:
+        """The number of changes journaled so far: a bookmark for :meth:`changed_since`."""
+        return self._changes_start + len(self._changes)
+
+    def changed_since(self, position: int) -> list[str] | None:
+        """The nodes refreshed since ``position`` (oldest first, repeats kept), or None when the
+        journal no longer reaches that far back and the reader must start over."""
+        if position < self._changes_start:
+            return None
+        return self._changes[position - self._changes_start :]
 
     def buckets(self, node_class: NodeClass, demand: GPUDemand, descending: bool) -> Iterator[list[str]]:
         """The class's buckets that may hold ``demand``, emptiest-first when ``descending``."""
