@@ -13,6 +13,7 @@ from gpuq.cli import app
 
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "symbol-retail")
 NOW = "1796023000"
+GPU_ESTATE = str(Path(__file__).resolve().parents[1] / "examples" / "gpu-estate")
 runner = CliRunner()
 
 QUEUE = """\
@@ -173,8 +174,13 @@ GOLDEN = Path(__file__).parent / "golden"
     [
         ([EXAMPLE], "symbol-retail-admit.json"),
         ([EXAMPLE, FAIR_SHARING], "symbol-retail-fair-sharing-admit.json"),
+        ([GPU_ESTATE], "gpu-estate-admit.json"),
     ],
-    ids=["the bundled example", "the bundled example under fair sharing"],
+    ids=[
+        "the bundled example",
+        "the bundled example under fair sharing",
+        "topology, MIG and fractional GPUs",
+    ],
 )
 def test_admit_output_matches_the_golden_file(files: list[str], golden: str) -> None:
     """The example's decisions are pinned; regenerate with ``gpuq admit ... -o json --now 1796023000``."""
@@ -343,3 +349,22 @@ def test_validate_warns_about_a_pod_larger_than_every_node(tmp_path: Path) -> No
         result.stderr
     )
     assert "Job/huge" in result.stderr
+
+
+def test_the_gpu_estate_example_preempts_for_topology_and_refuses_what_no_host_holds() -> None:
+    result = runner.invoke(app, ["admit", "-f", GPU_ESTATE, "-o", "json", "--now", NOW])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    (urgent,) = [key for key in document["admitted"] if "eval-urgent" in key]
+    assert document["preempted"] == {"research/finetune-b": {"by": urgent, "reason": "InClusterQueue"}}
+    (sweep,) = [message for key, message in document["pending"].items() if "sweep" in key]
+    assert 'topology "lab" allows to fit only 2 out of 3 pod(s)' in sweep
+    nodes = {pod["node"] for pod in document["admitted"][urgent]["pods"].values()}
+    assert nodes == {"h100-04", "h100-05"}, "the rack the fine-tune left"
+    notebook_gpus = [
+        (pod["node"], pod["gpus"])
+        for key, workload in document["admitted"].items()
+        if "pod-nb-" in key
+        for pod in workload["pods"].values()
+    ]
+    assert sorted(notebook_gpus)[0] == ("l4-shared-00", [0]), "GPU shares pack onto one GPU first"

@@ -344,7 +344,7 @@ def _print_bindings(run: AdmitRun, scheduler: Scheduler) -> None:
     table = Table(title="Pods bound to nodes", title_justify="left")
     for column in ("workload", "pods", "nodes (pods, GPUs)"):
         table.add_column(column, overflow="fold")
-    for key in sorted(run.admitted):
+    for key in sorted(set(run.admitted) | set(scheduler.placer.placements)):
         placement = scheduler.placer.placements.get(key)
         if placement is None:
             why = scheduler.unplaced.get(key)
@@ -362,19 +362,25 @@ def _print_bindings(run: AdmitRun, scheduler: Scheduler) -> None:
     out.print(table)
 
 
+def _is_accelerator(resource: str) -> bool:
+    """GPUs, MIG slices, time-sliced replicas and fractional shares: the resources the usage table shows."""
+    return resource.startswith("nvidia.com/") or resource.startswith("gpuq.dev/gpu-milli")
+
+
 def _usage_table(state: ClusterState) -> Table:
-    table = Table(title="Quota usage after admission (GPUs)", title_justify="left")
-    for column in ("cluster queue", "flavor", "nominal", "used", "borrowed"):
+    table = Table(title="Quota usage after admission (GPUs and GPU slices)", title_justify="left")
+    for column in ("cluster queue", "flavor", "resource", "nominal", "used", "borrowed"):
         table.add_column(column, justify="right" if column in ("nominal", "used", "borrowed") else "left")
     for name, node in sorted(state.tree.cluster_queues.items()):
         for (flavor, resource), quota in sorted(node.quotas.items()):
-            if "gpu" not in resource:
+            if not _is_accelerator(resource):
                 continue
             used = node.usage.get((flavor, resource), 0)
             borrowed = max(0, used - quota.nominal)
             table.add_row(
                 name,
                 flavor,
+                resource,
                 format_amount(resource, quota.nominal),
                 format_amount(resource, used),
                 format_amount(resource, borrowed) if borrowed else "",

@@ -46,7 +46,7 @@ class TopologyWhatIf:
                 self._put_back(placement, shapes)
         if failure is None or failure.reason != TOPOLOGY_FAILED:
             return None
-        return f"couldn't assign flavors to pod set {failure.pod_set}: {failure.message}"
+        return failure.message
 
     def _take_out(self, key: str) -> tuple[WorkloadPlacement, list[PodShape]]:
         placement = self.placer.placements[key]
