@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from gpuq.core import fairshare
+from gpuq.core.binding import Binder
 from gpuq.core.decisions import Admit, CycleResult, Pending, Preempt
 from gpuq.core.flavors import Assignment, FlavorAssigner, Mode
 from gpuq.core.model import (
@@ -38,8 +39,7 @@ from gpuq.core.model import (
     Workload,
 )
 from gpuq.core.nomination import Entry, nominate, preemption_targets_for
-from gpuq.core.placement.engine import PlacementFailure, Placer, WorkloadPlacement
-from gpuq.core.placement.whatif import TopologyWhatIf
+from gpuq.core.placement.engine import PlacementFailure, Placer
 from gpuq.core.queues import ClusterQueueQueue, RequeueReason
 from gpuq.core.quota import FlavorResource, available
 from gpuq.core.state import AdmittedWorkload, ClusterState, admission_usage
@@ -58,9 +58,7 @@ class Scheduler:
     def __init__(self, config: ClusterConfig, placer: Placer | None = None) -> None:
         self.config = config
         self.placer = placer  # binds admitted pods to nodes; TAS pod sets must place to be admitted
-        self.unplaced: dict[str, PlacementFailure] = {}  # admitted, pods waiting for room on a node
-        self._assumed: list[str] = []  # placements assumed during the cycle being planned
-        self._topology_blocked: set[str] = set()  # queues with a head that no topology domain held
+        self.binder = Binder(placer) if placer is not None else None
         self.state = ClusterState(config)
         self.queues = {
             name: ClusterQueueQueue(name, cq.queueing_strategy)
@@ -110,7 +108,8 @@ class Scheduler:
         reserved = workload.quota_reserved_time or workload.creation_time
         self.state.reserve(AdmittedWorkload(workload, cq_name, usage, reserved))
         self.reserved_checks[workload.key] = dict(checks)
-        self._bind(workload, workload.admission.pod_set_assignments)
+        if self.binder is not None:
+            self.binder.bind(workload, workload.admission.pod_set_assignments)
 
     def _drained(self, workload: Workload, cq_name: str) -> str:
         """Why a stopped queue with stopPolicy HoldAndDrain evicts this workload, or ""."""
@@ -182,7 +181,7 @@ class Scheduler:
     def plan_cycle(self, now: float = 0.0) -> tuple[CycleResult, list[Entry]]:
         """One scheduling cycle; the state is unchanged when this returns."""
         entries = self.heads(now)
-        oracle = TopologyWhatIf(self.placer) if self.placer is not None else None
+        oracle = self.binder.oracle if self.binder is not None else None
         for entry in entries:
             nominate(self.state, entry, now, self.last_tried.get(entry.key), oracle)
         fair = self.config.scheduler.fair_sharing.enable
@@ -201,10 +200,8 @@ class Scheduler:
         finally:
             for cq_name, usage in reversed(cycle_usage):
                 self.state.tree.remove(cq_name, usage)
-            for key in reversed(self._assumed):
-                assert self.placer is not None
-                self.placer.release(key)
-            self._assumed.clear()
+            if self.binder is not None:
+                self.binder.forget_assumed()
         result = CycleResult(tuple(admitted), tuple(preempted), tuple(pending), tuple(e.key for e in entries))
         return result, entries
 
@@ -250,7 +247,11 @@ class Scheduler:
             entry.clear_scan = True  # Kueue's setSkipped: retry every flavor next time
             pending.append(self._pending(entry, "Workload no longer fits after processing another workload"))
             return
-        if not entry.targets and (why := self._assume_placement(entry, assignment)):
+        if (
+            not entry.targets
+            and self.binder
+            and (why := self.binder.assume(entry.workload, _pod_sets(assignment)))
+        ):
             entry.requeue = RequeueReason.NO_FIT
             entry.topology_blocked = True
             pending.append(self._pending(entry, why))
@@ -319,51 +320,8 @@ class Scheduler:
         )
         return False
 
-    def _assume_placement(self, entry: Entry, assignment: Assignment) -> str:
-        """§11.8: a quota fit whose topology placement fails is not admitted; "" when it may be.
-
-        Every admitted workload of the cycle is placed tentatively, in processing
-        order, so later entries see the nodes earlier ones took; pod sets without
-        a topology request that find no node are admitted anyway (their pods wait
-        for the kube-scheduler, as in a real cluster).
-        """
-        if self.placer is None:
-            return ""
-        pod_sets = _pod_set_assignments(assignment)
-        outcome = self.placer.place(entry.workload, pod_sets, explain=False)
-        if isinstance(outcome, WorkloadPlacement):
-            self._assumed.append(entry.key)
-            return ""
-        if outcome.reason != "TopologyPlacementFailed":
-            return ""
-        return f"couldn't assign flavors to pod set {outcome.pod_set}: {outcome.message}"
-
-    def _bind(self, workload: Workload, pod_sets: tuple[PodSetAssignment, ...]) -> None:
-        """Bind an admitted workload's pods; those that find no node wait in :attr:`unplaced`."""
-        if self.placer is None:
-            return
-        outcome = self.placer.place(workload, pod_sets)
-        if isinstance(outcome, PlacementFailure):
-            self.unplaced[workload.key] = outcome
-        else:
-            self.unplaced.pop(workload.key, None)
-
-    def _unbind(self, key: str) -> None:
-        """Free a workload's nodes and retry the admitted workloads still waiting for one."""
-        if self.placer is None:
-            return
-        self.placer.release(key)
-        self.unplaced.pop(key, None)
-        for cq_name in sorted(self._topology_blocked):  # nodes are shared beyond one cohort tree
-            self.queues[cq_name].requeue_inadmissible()
-        self._topology_blocked.clear()
-        for waiting in list(self.unplaced):
-            admitted = self.state.admitted.get(waiting)
-            if admitted is not None and admitted.workload.admission is not None:
-                self._bind(admitted.workload, admitted.workload.admission.pod_set_assignments)
-
     def _admit(self, entry: Entry, cq: ClusterQueue, assignment: Assignment) -> Admit:
-        pod_sets = _pod_set_assignments(assignment)
+        pod_sets = _pod_sets(assignment)
         assigned_flavors = {f for ps in assignment.pod_sets for f in ps.flavors.values()}
         checks = tuple(
             rule.name
@@ -405,8 +363,8 @@ class Scheduler:
             queue = self.queues[entry.cluster_queue]
             decision = admitted.get(entry.key)
             if decision is None:
-                if entry.topology_blocked:
-                    self._topology_blocked.add(entry.cluster_queue)
+                if entry.topology_blocked and self.binder is not None:
+                    self.binder.topology_blocked.add(entry.cluster_queue)
                 self._remember_scan(entry)
                 pending_flavors = entry.assignment is not None and entry.assignment.pending_flavors
                 parked = queue.requeue(
@@ -423,7 +381,8 @@ class Scheduler:
             workload = replace(entry.workload, admission=_admission(decision), quota_reserved_time=now)
             self.state.reserve(AdmittedWorkload(workload, entry.cluster_queue, usage, now))
             self.reserved_checks[entry.key] = {name: CheckState.PENDING for name in decision.checks_pending}
-            self._bind(workload, decision.pod_sets)
+            if self.binder is not None:
+                self.binder.bind(workload, decision.pod_sets)
 
     def _park_equivalent(self, queue: ClusterQueueQueue, entry: Entry) -> None:
         """§5.4: workloads shaped like a head that found no room wait with it, unevaluated."""
@@ -443,7 +402,7 @@ class Scheduler:
     def evict(self, key: str, now: float = 0.0) -> None:
         """Complete an eviction: release quota, requeue the workload and wake its cohort tree."""
         admitted = self.state.release(key)
-        self._unbind(key)
+        self._release_nodes(key)
         self.reserved_checks.pop(key, None)
         self.last_tried.pop(key, None)
         workload = admitted.workload
@@ -455,10 +414,25 @@ class Scheduler:
     def finish(self, key: str) -> None:
         """A workload completed: release its quota and wake its cohort tree."""
         admitted = self.state.release(key)
-        self._unbind(key)
+        self._release_nodes(key)
         self.reserved_checks.pop(key, None)
         self.workloads.pop(key, None)
         self.wake(admitted.cluster_queue)
+
+    @property
+    def unplaced(self) -> dict[str, PlacementFailure]:
+        """Admitted workloads whose pods no node holds yet (empty without nodes)."""
+        return self.binder.unplaced if self.binder is not None else {}
+
+    def _release_nodes(self, key: str) -> None:
+        if self.binder is not None:
+            self.binder.release(
+                key, self._admitted_workload, lambda cq: self.queues[cq].requeue_inadmissible()
+            )
+
+    def _admitted_workload(self, key: str) -> Workload | None:
+        admitted = self.state.admitted.get(key)
+        return admitted.workload if admitted is not None else None
 
     def wake(self, cq_name: str) -> None:
         """§5.3: capacity may have changed in the cohort tree of ``cq_name``."""
@@ -486,7 +460,7 @@ def _nofit_message(entry: Entry) -> str:
     return f"couldn't assign flavors to pod set {pod_set}: {detail}"
 
 
-def _pod_set_assignments(assignment: Assignment) -> tuple[PodSetAssignment, ...]:
+def _pod_sets(assignment: Assignment) -> tuple[PodSetAssignment, ...]:
     return tuple(
         PodSetAssignment(ps.name, dict(ps.flavors), dict(ps.requests), ps.count) for ps in assignment.pod_sets
     )

@@ -1,0 +1,77 @@
+"""The admission engine's side of placement: assume, bind, release, and who waits for nodes.
+
+Kueue admits on quota; pods then wait for the kube-scheduler. With nodes, the
+scheduler keeps both in step through this object:
+
+1. while a cycle is planned, every workload about to be admitted is placed
+   tentatively (:meth:`Binder.assume`), in processing order, so later entries
+   see the nodes earlier ones took; a topology-aware pod set that cannot be
+   placed stops the admission (§11.8). The tentative placements are forgotten
+   when planning ends (:meth:`Binder.forget_assumed`);
+2. applied admissions are bound for real (:meth:`Binder.bind`); pods that no
+   node holds wait in :attr:`Binder.unplaced` with the kube-scheduler's message;
+3. a finish or an eviction frees nodes (:meth:`Binder.release`): waiting pods
+   are bound if they now fit, and queues whose head was held back by topology
+   are woken, whatever cohort they are in (nodes are shared across cohorts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from gpuq.core.model import PodSetAssignment, Workload
+from gpuq.core.placement.engine import PlacementFailure, Placer, WorkloadPlacement
+from gpuq.core.placement.whatif import TOPOLOGY_FAILED, TopologyWhatIf
+
+
+class Binder:
+    """Placement bookkeeping for one :class:`~gpuq.core.admission.Scheduler`."""
+
+    def __init__(self, placer: Placer) -> None:
+        self.placer = placer
+        self.oracle = TopologyWhatIf(placer)
+        self.unplaced: dict[str, PlacementFailure] = {}  # admitted, pods waiting for room on a node
+        self.topology_blocked: set[str] = set()  # queues with a head no topology domain held
+        self._assumed: list[str] = []
+
+    def assume(self, workload: Workload, pod_sets: Sequence[PodSetAssignment]) -> str:
+        """Place tentatively; the reason when a topology-aware pod set cannot be placed, else ""."""
+        outcome = self.placer.place(workload, pod_sets, explain=False)
+        if isinstance(outcome, WorkloadPlacement):
+            self._assumed.append(workload.key)
+            return ""
+        if outcome.reason != TOPOLOGY_FAILED:
+            return ""  # admitted on quota; its pods will wait for a node
+        return f"couldn't assign flavors to pod set {outcome.pod_set}: {outcome.message}"
+
+    def forget_assumed(self) -> None:
+        for key in reversed(self._assumed):
+            self.placer.release(key)
+        self._assumed.clear()
+
+    def bind(self, workload: Workload, pod_sets: Sequence[PodSetAssignment]) -> None:
+        outcome = self.placer.place(workload, pod_sets)
+        if isinstance(outcome, PlacementFailure):
+            self.unplaced[workload.key] = outcome
+        else:
+            self.unplaced.pop(workload.key, None)
+
+    def release(
+        self,
+        key: str,
+        admitted: Callable[[str], Workload | None],
+        wake: Callable[[str], object],
+    ) -> None:
+        """Free ``key``'s nodes, wake topology-blocked queues, bind what now fits.
+
+        ``admitted`` gives a still-admitted workload (with its admission) by key.
+        """
+        self.placer.release(key)
+        self.unplaced.pop(key, None)
+        for cq_name in sorted(self.topology_blocked):
+            wake(cq_name)
+        self.topology_blocked.clear()
+        for waiting in list(self.unplaced):
+            workload = admitted(waiting)
+            if workload is not None and workload.admission is not None:
+                self.bind(workload, workload.admission.pod_set_assignments)
