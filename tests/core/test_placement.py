@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from gpuq.core.model import (
@@ -423,3 +425,20 @@ def test_random_policy_is_reproducible_with_its_seed() -> None:
 
     assert run(3) == run(3)
     assert len(set(run(3))) > 1
+
+
+def test_slices_keep_each_group_of_pods_in_one_rack() -> None:
+    nodes = [node(f"{r}-h{h}", 8, labels={BLOCK: "b1", RACK: r}) for r in ("r1", "r2", "r3") for h in (1, 2)]
+    placer = Placer(nodes, flavors={"tas": TAS}, topologies={"default": LEVELS})
+    # one host of r1 busy: r1 can no longer hold a slice of two 8-GPU pods
+    busy = PodSet("main", 1, {"nvidia.com/gpu": 8}, node_selector={HOST: "r1-h1"})
+    assert isinstance(placer.place(Workload("team", "busy", "q", (busy,))), WorkloadPlacement)
+    sliced = TopologyRequest(TopologyMode.PREFERRED, BLOCK, slice_level=RACK, slice_size=2)
+    wl = Workload("team", "g", "q", (PodSet("main", 4, {"nvidia.com/gpu": 8}, topology=sliced),))
+    result = placer.place(wl, admitted(4, 8))
+    assert isinstance(result, WorkloadPlacement), result
+    per_rack = Counter(placer.nodes[b.node].node.labels[RACK] for b in result.bindings)
+    assert per_rack == {"r2": 2, "r3": 2}
+    too_many = Workload("team", "h", "q", (PodSet("main", 2, {"nvidia.com/gpu": 8}, topology=sliced),))
+    failure = placer.place(too_many, admitted(2, 8))
+    assert isinstance(failure, PlacementFailure) and "slice" in failure.message
