@@ -361,6 +361,10 @@ def test_the_gpu_estate_example_preempts_for_topology_and_refuses_what_no_host_h
     assert 'topology "lab" allows to fit only 2 out of 3 pod(s)' in sweep
     nodes = {pod["node"] for pod in document["admitted"][urgent]["pods"].values()}
     assert nodes == {"h100-04", "h100-05"}, "the rack the fine-tune left"
+    assert document["admitted"][urgent]["podSets"]["main"]["topologyAssignment"] == {
+        "levels": ["kubernetes.io/hostname"],
+        "domains": [{"values": ["h100-04"], "count": 1}, {"values": ["h100-05"], "count": 1}],
+    }, "Kueue keeps only the hostname level when it is the lowest"
     notebook_gpus = [
         (pod["node"], pod["gpus"])
         for key, workload in document["admitted"].items()

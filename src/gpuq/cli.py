@@ -21,9 +21,11 @@ from gpuq.commands.nodes import node_detail, nodes_document
 from gpuq.commands.pack import pack
 from gpuq.core.admission import Scheduler
 from gpuq.core.cycles import AdmitRun, run_cycles
+from gpuq.core.nodes import HOSTNAME_LABEL
 from gpuq.core.placement.engine import Placer, WorkloadPlacement
 from gpuq.core.placement.scoring import CHOOSERS, inputs_for
 from gpuq.core.state import ClusterState
+from gpuq.core.topology import TopologyAssignment
 
 app = typer.Typer(
     help="gpuq: GPU workload orchestration with Kueue-exact queues, quotas, fair sharing and preemption.",
@@ -283,6 +285,11 @@ def admit_document(run: AdmitRun, scheduler: Scheduler | None = None) -> dict[st
         }
         if placer is not None and (placement := placer.placements.get(key)) is not None:
             admitted[key]["pods"] = _bindings_document(placement)
+            for pod_set in placement.pod_sets:
+                if pod_set.topology is not None and pod_set.name in admitted[key]["podSets"]:
+                    admitted[key]["podSets"][pod_set.name]["topologyAssignment"] = _topology_document(
+                        pod_set.topology
+                    )
     preempted = {key: {"by": p.by, "reason": p.reason} for key, p in sorted(run.preempted.items())}
     document: dict[str, Any] = {
         "cycles": run.cycles,
@@ -293,6 +300,15 @@ def admit_document(run: AdmitRun, scheduler: Scheduler | None = None) -> dict[st
     if scheduler is not None and placer is not None:
         document["unplaced"] = {key: f.message for key, f in sorted(scheduler.unplaced.items())}
     return document
+
+
+def _topology_document(assignment: TopologyAssignment) -> dict[str, Any]:
+    """Kueue's ``podSetAssignments[].topologyAssignment``: only the hostname level when it is the lowest."""
+    levels, keep = list(assignment.levels), 0
+    if levels and levels[-1] == HOSTNAME_LABEL:
+        levels, keep = [HOSTNAME_LABEL], len(assignment.levels) - 1
+    domains = [{"values": list(d.values[keep:]), "count": d.count} for d in assignment.domains]
+    return {"levels": levels, "domains": domains}
 
 
 def _bindings_document(placement: WorkloadPlacement) -> dict[str, Any]:
