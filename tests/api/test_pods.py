@@ -124,3 +124,35 @@ def test_request_limit_problems(
     for (path, message), phrase in zip(problems, expected, strict=True):
         assert path[:4] == ("containers", 0, "resources", "requests")
         assert phrase in message
+
+
+def _container(requests: dict[str, str]) -> dict[str, Any]:
+    return {"containers": [{"name": "a", "resources": {"requests": requests}}]}
+
+
+HAMI_CASES = [
+    (
+        "a valid HAMi share",
+        {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "30", "nvidia.com/gpumem": "4000"},
+        [],
+    ),
+    (
+        "cores above 100",
+        {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "150"},
+        ["between 1 and 100, got 150"],
+    ),
+    ("cores of zero", {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "0"}, ["between 1 and 100, got 0"]),
+    ("fractional memory", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "0.5"}, ["at least 1, got 0.5"]),
+    ("no vGPU to divide", {"nvidia.com/gpumem": "4000"}, ["which this container does not request"]),
+    ("a gpu-milli share above one GPU", {"gpuq.dev/gpu-milli": "1500"}, ["a multiple of 1000"]),
+]
+
+
+@pytest.mark.parametrize(("case", "requests", "expected"), HAMI_CASES, ids=[c[0] for c in HAMI_CASES])
+def test_device_problems(case: str, requests: dict[str, str], expected: list[str]) -> None:
+    from gpuq.api.pods import device_problems
+
+    messages = [message for _, message in device_problems(_container(requests))]
+    assert len(messages) == len(expected)
+    for message, fragment in zip(messages, expected, strict=True):
+        assert fragment in message

@@ -17,7 +17,8 @@ from gpuq.core.model import (
     TopologyRequest,
     Workload,
 )
-from gpuq.core.nodes import GPUSharing, Node, SharingMode
+from gpuq.core.nodes import GPUDemand, GPUSharing, Node, SharingMode, gpu_demand
+from gpuq.core.placement.capacity import pod_shape
 from gpuq.core.placement.engine import PlacementFailure, Placer, WorkloadPlacement
 
 GIB = 1024**3
@@ -442,3 +443,67 @@ def test_slices_keep_each_group_of_pods_in_one_rack() -> None:
     too_many = Workload("team", "h", "q", (PodSet("main", 2, {"nvidia.com/gpu": 8}, topology=sliced),))
     failure = placer.place(too_many, admitted(2, 8))
     assert isinstance(failure, PlacementFailure) and "slice" in failure.message
+
+
+# ----------------------------------------------------------------------------- HAMi-style shares
+HAMI_DEMANDS = [
+    ("whole GPUs", {"nvidia.com/gpu": 2}, GPUDemand(2, 1000, 0)),
+    ("gpu-milli share", {"gpuq.dev/gpu-milli": 300}, GPUDemand(1, 300, 0)),
+    ("gpu-milli whole GPUs", {"gpuq.dev/gpu-milli": 2000}, GPUDemand(2, 1000, 0)),
+    (
+        "HAMi cores and memory",
+        {"nvidia.com/gpu": 1, "nvidia.com/gpucores": 30, "nvidia.com/gpumem": 4000},
+        GPUDemand(1, 300, 4000),
+    ),
+    ("HAMi on two GPUs", {"nvidia.com/gpu": 2, "nvidia.com/gpucores": 50}, GPUDemand(2, 500, 0)),
+    (
+        "HAMi memory only: compute shared",
+        {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 8000},
+        GPUDemand(1, 0, 8000),
+    ),
+    ("no GPU", {"cpu": 1000}, GPUDemand(0, 0, 0)),
+]
+
+
+@pytest.mark.parametrize(("case", "requests", "expected"), HAMI_DEMANDS, ids=[c[0] for c in HAMI_DEMANDS])
+def test_gpu_demand_reads_every_spelling(case: str, requests: dict[str, int], expected: GPUDemand) -> None:
+    assert gpu_demand(requests) == expected
+
+
+HAMI_PACKING = [
+    ("two pods at half of both GPUs", {"nvidia.com/gpu": 2, "nvidia.com/gpucores": 50}, 2),
+    (
+        "a pod at 60% of both GPUs leaves no room for a second",
+        {"nvidia.com/gpu": 2, "nvidia.com/gpucores": 60},
+        1,
+    ),
+    (
+        "memory bounds compute-free shares: 81920 MiB / 20000",
+        {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 20000},
+        8,
+    ),
+    ("three GPUs on a two-GPU node", {"nvidia.com/gpu": 3, "nvidia.com/gpucores": 10}, 0),
+]
+
+
+@pytest.mark.parametrize(("case", "requests", "fits"), HAMI_PACKING, ids=[c[0] for c in HAMI_PACKING])
+def test_hami_shares_pack_on_distinct_gpus(case: str, requests: dict[str, int], fits: int) -> None:
+    placer = Placer([node("f", 2, sharing=FRACTIONAL)])
+    shape = pod_shape(requests)
+    assert placer.nodes["f"].fit_count(shape, 100) == fits
+    placed = [placer.place(workload(f"w{i}", requests=requests)) for i in range(10)]
+    ok = [p for p in placed if isinstance(p, WorkloadPlacement)]
+    assert len(ok) == fits
+    for placement in ok:
+        gpus = placement.bindings[0].gpus
+        assert len(set(gpus)) == len(gpus) == requests["nvidia.com/gpu"]
+
+
+@pytest.mark.parametrize(
+    ("slots", "per_pod", "expected"),
+    [([3, 1], 2, 1), ([2, 2], 2, 2), ([5, 5, 5], 2, 7), ([4, 0, 0], 1, 4), ([9, 9], 3, 0)],
+)
+def test_pods_over_distinct_gpus(slots: list[int], per_pod: int, expected: int) -> None:
+    from gpuq.core.placement.capacity import _pods_over_distinct_gpus
+
+    assert _pods_over_distinct_gpus(slots, per_pod, 100) == expected

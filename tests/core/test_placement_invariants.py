@@ -35,6 +35,12 @@ pod_requests = st.one_of(
         lambda m, c: {"cpu": c, GPU_MILLI: m}, st.sampled_from([100, 250, 500, 750]), st.integers(0, 8000)
     ),
     st.builds(lambda c: {"cpu": c}, st.integers(1, 16_000)),
+    st.builds(
+        lambda g, p, m: {"cpu": 1000, GPU: g, "nvidia.com/gpucores": p, "nvidia.com/gpumem": m},
+        st.integers(1, 3),
+        st.sampled_from([10, 25, 50, 100]),
+        st.sampled_from([0, 1024, 8192]),
+    ),
 )
 topologies = st.one_of(
     st.none(),
@@ -96,13 +102,17 @@ def _assert_books_balance(placer: Placer) -> None:
         }
         used: Counter[str] = Counter()
         gpu_used = [0] * len(capacity.gpu_milli)
+        memory_used = [0] * len(capacity.gpu_milli)
         for shape, gpus in capacity.bound.values():
             used.update(shape.counted)
             for index in gpus:
                 gpu_used[index] += shape.gpu.milli
+                memory_used[index] += shape.gpu.memory_mib if shape.gpu.partial else capacity.gpu_memory_full
         for resource, free in capacity.free.items():
             assert free >= 0
             assert free + used[resource] == node.allocatable[resource]
         for index, milli in enumerate(capacity.gpu_milli):
             assert 0 <= milli <= 1000
             assert milli + gpu_used[index] == 1000
+            assert capacity.gpu_memory[index] >= 0
+            assert capacity.gpu_memory[index] + memory_used[index] == capacity.gpu_memory_full

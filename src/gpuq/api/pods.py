@@ -139,6 +139,38 @@ def gpu_milli_problem(value: Decimal) -> str | None:
     return f"must be between 1 and 1000 (a share of one GPU) or a multiple of 1000 (whole GPUs), got {value}"
 
 
+HAMI_CORES = "nvidia.com/gpucores"
+HAMI_MEMORY = "nvidia.com/gpumem"
+
+
+def hami_problems(pod_spec: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """HAMi shares: ``gpucores`` a whole percentage 1..100, ``gpumem`` at least 1 MiB, both only
+    beside ``nvidia.com/gpu`` (the vGPUs they divide) in the same container."""
+    for group in ("initContainers", "containers"):
+        for index, container in enumerate(pod_spec.get(group) or ()):
+            resources = (container or {}).get("resources") or {}
+            for section in ("requests", "limits"):
+                values = resources.get(section) or {}
+                yield from _hami_section(values, (group, index, "resources", section))
+
+
+def _hami_section(
+    values: Mapping[str, Any], at: tuple[str | int, ...]
+) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    for name, low, high in ((HAMI_CORES, 1, 100), (HAMI_MEMORY, 1, None)):
+        if name not in values:
+            continue
+        try:
+            amount = parse_quantity(values[name])
+        except QuantityError:
+            continue  # reported by quantity_problems
+        if amount != amount.to_integral_value() or amount < low or (high is not None and amount > high):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            yield (*at, name), f"must be a whole number {bound}, got {values[name]}"
+        if "nvidia.com/gpu" not in values:
+            yield (*at, name), f"{name} divides nvidia.com/gpu, which this container does not request"
+
+
 def device_problems(pod_spec: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, ...], str]]:
     """Yield ``(field path, message)`` for a GPU share no node could place (the first one found).
 
@@ -146,6 +178,7 @@ def device_problems(pod_spec: Mapping[str, Any]) -> Iterator[tuple[tuple[str | i
     be 1..1000 or a multiple of 1000; malformed quantities are left to
     :func:`quantity_problems`.
     """
+    yield from hami_problems(pod_spec)
     first: tuple[str | int, ...] | None = None
     for path, name, value in iter_quantity_fields(pod_spec):
         if name != GPU_MILLI:

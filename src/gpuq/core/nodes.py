@@ -25,6 +25,10 @@ GPU_MILLI = "gpuq.dev/gpu-milli"
 """A share of one GPU in thousandths (fractional sharing, as HAMi and the openb trace express it)."""
 GPU_MEMORY = "gpuq.dev/gpu-memory"
 """GPU memory of a fractional share, in MiB."""
+HAMI_CORES = "nvidia.com/gpucores"
+"""HAMi: the percentage of each requested GPU's compute (with ``nvidia.com/gpu`` vGPUs)."""
+HAMI_MEMORY = "nvidia.com/gpumem"
+"""HAMi: MiB of memory on each requested GPU."""
 PODS = "pods"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
@@ -76,7 +80,13 @@ class GPUDemand:
 
     @property
     def fractional(self) -> bool:
+        """A share of a single GPU (the openb trace's GPU-sharing pods)."""
         return self.count == 1 and self.milli < 1000
+
+    @property
+    def partial(self) -> bool:
+        """Shares of one or more GPUs: each of ``count`` distinct GPUs gives ``milli`` and ``memory_mib``."""
+        return self.count > 0 and self.milli < 1000
 
     @property
     def total_milli(self) -> int:
@@ -90,12 +100,18 @@ def gpu_demand(requests: Resources) -> GPUDemand:
     """The per-device part of a pod's requests.
 
     A pod asking ``gpuq.dev/gpu-milli: m`` (m < 1000) wants a share of one GPU;
-    ``nvidia.com/gpu: n`` wants n whole GPUs. Other device resources (MIG
-    slices, time-sliced replicas) are plain counted resources.
+    ``nvidia.com/gpu: n`` wants n whole GPUs, or, with HAMi's
+    ``nvidia.com/gpucores: p`` and / or ``nvidia.com/gpumem: MiB``, a share of
+    each of n distinct GPUs (p percent of its compute, 10·p thousandths; without
+    ``gpucores`` the compute is shared, not reserved). Other device resources
+    (MIG slices, time-sliced replicas) are plain counted resources.
     """
     milli = requests.get(GPU_MILLI, 0)
-    memory = requests.get(GPU_MEMORY, 0)
+    memory = requests.get(GPU_MEMORY, 0) or requests.get(HAMI_MEMORY, 0)
     whole = requests.get(GPU, 0)
+    if whole and (HAMI_CORES in requests or HAMI_MEMORY in requests) and not milli:
+        cores = requests.get(HAMI_CORES, 0)
+        return GPUDemand(count=whole, milli=min(1000, 10 * cores), memory_mib=memory)
     if milli:
         if milli >= 1000 and milli % 1000 == 0 and not whole:
             return GPUDemand(count=milli // 1000, milli=1000, memory_mib=memory)

@@ -13,10 +13,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpuq.core.model import Resources
-from gpuq.core.nodes import GPU, GPU_MEMORY, GPU_MILLI, PODS, GPUDemand, Node, SharingMode
+from gpuq.core.nodes import (
+    GPU,
+    GPU_MEMORY,
+    GPU_MILLI,
+    HAMI_CORES,
+    HAMI_MEMORY,
+    PODS,
+    GPUDemand,
+    Node,
+    SharingMode,
+)
 
 PER_DEVICE_MODES = frozenset({SharingMode.EXCLUSIVE, SharingMode.FRACTIONAL})
-PER_DEVICE_RESOURCES = frozenset({GPU, GPU_MILLI, GPU_MEMORY})
+PER_DEVICE_RESOURCES = frozenset({GPU, GPU_MILLI, GPU_MEMORY, HAMI_CORES, HAMI_MEMORY})
+UNBOUNDED = 1 << 30  # slots on a GPU for a share that reserves neither compute nor memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,32 +105,31 @@ class NodeCapacity:
         demand = shape.gpu
         if demand.count == 0:
             return None
+        missing = f"Insufficient {GPU_MILLI if demand.partial else GPU}"
         if not self.per_device:
-            name = GPU_MILLI if demand.fractional else GPU
-            return (
-                None
-                if not demand.fractional and self.free.get(GPU, 0) >= demand.count
-                else f"Insufficient {name}"
-            )
-        if demand.fractional and not self.fractional:
-            return f"Insufficient {GPU_MILLI}"
-        if len(self.pick_gpus(demand)) < demand.count:
-            return f"Insufficient {GPU_MILLI if demand.fractional else GPU}"
-        return None
+            return None if not demand.partial and self.free.get(GPU, 0) >= demand.count else missing
+        if demand.partial and not self.fractional:
+            return missing
+        return None if len(self.pick_gpus(demand)) == demand.count else missing
+
+    def _holds(self, index: int, demand: GPUDemand) -> bool:
+        if demand.partial:
+            return self.gpu_milli[index] >= demand.milli and self.gpu_memory[index] >= demand.memory_mib
+        return self.gpu_milli[index] == 1000
 
     def pick_gpus(self, demand: GPUDemand) -> tuple[int, ...]:
-        """GPU indices for a demand: whole GPUs lowest index first; a share on the fullest GPU that fits."""
+        """GPU indices for a demand: whole GPUs lowest index first; shares on the fullest GPUs that fit.
+
+        Returns fewer than ``demand.count`` indices (none) when the node cannot hold it.
+        """
         if demand.count == 0 or not self.per_device:
             return ()
-        if demand.fractional:
-            best = -1
-            for index, milli in enumerate(self.gpu_milli):
-                fits = milli >= demand.milli and self.gpu_memory[index] >= demand.memory_mib
-                if fits and (best < 0 or milli < self.gpu_milli[best]):
-                    best = index
-            return () if best < 0 else (best,)
-        whole = [i for i, milli in enumerate(self.gpu_milli) if milli == 1000]
-        return tuple(whole[: demand.count]) if len(whole) >= demand.count else ()
+        fitting = [i for i in range(len(self.gpu_milli)) if self._holds(i, demand)]
+        if len(fitting) < demand.count:
+            return ()
+        if demand.partial:
+            fitting.sort(key=lambda i: (self.gpu_milli[i], i))
+        return tuple(sorted(fitting[: demand.count])) if demand.count > 1 else (fitting[0],)
 
     def fit_count(self, shape: PodShape, limit: int) -> int:
         """How many pods of ``shape`` fit on the node at once (capped at ``limit``)."""
@@ -132,19 +142,20 @@ class NodeCapacity:
         if demand.count == 0:
             return count
         if not self.per_device:
-            return 0 if demand.fractional else min(count, self.free.get(GPU, 0) // demand.count)
-        if demand.fractional:
-            if not self.fractional:
-                return 0
-            slots = 0
-            for milli, memory in zip(self.gpu_milli, self.gpu_memory, strict=True):
-                per_gpu = milli // demand.milli
-                if demand.memory_mib:
-                    per_gpu = min(per_gpu, memory // demand.memory_mib)
-                slots += per_gpu
-            return min(count, slots)
-        whole = sum(1 for milli in self.gpu_milli if milli == 1000)
-        return min(count, whole // demand.count)
+            return 0 if demand.partial else min(count, self.free.get(GPU, 0) // demand.count)
+        if not demand.partial:
+            whole = sum(1 for milli in self.gpu_milli if milli == 1000)
+            return min(count, whole // demand.count)
+        if not self.fractional:
+            return 0
+        slots = [self._slots(i, demand) for i in range(len(self.gpu_milli))]
+        return min(count, _pods_over_distinct_gpus(slots, demand.count, count))
+
+    def _slots(self, index: int, demand: GPUDemand) -> int:
+        """How many shares of ``demand`` GPU ``index`` holds."""
+        by_compute = self.gpu_milli[index] // demand.milli if demand.milli else UNBOUNDED
+        by_memory = self.gpu_memory[index] // demand.memory_mib if demand.memory_mib else UNBOUNDED
+        return min(by_compute, by_memory)
 
     def take(self, pod: str, shape: PodShape, gpus: tuple[int, ...] | None = None) -> tuple[int, ...]:
         """Bind one pod; the caller has checked :meth:`shortage`. Returns its GPU indices.
@@ -159,7 +170,7 @@ class NodeCapacity:
             for index in gpus:
                 self.gpu_milli[index] -= shape.gpu.milli
                 self.gpu_memory[index] -= (
-                    shape.gpu.memory_mib if shape.gpu.fractional else self.gpu_memory[index]
+                    shape.gpu.memory_mib if shape.gpu.partial else self.gpu_memory[index]
                 )
         elif shape.gpu.count:
             self.free[GPU] = self.free.get(GPU, 0) - shape.gpu.count
@@ -170,12 +181,7 @@ class NodeCapacity:
         demand = shape.gpu
         if not self.per_device or len(set(gpus)) != demand.count:
             return False
-        return all(
-            0 <= i < len(self.gpu_milli)
-            and self.gpu_milli[i] >= demand.milli
-            and (not demand.fractional or self.gpu_memory[i] >= demand.memory_mib)
-            for i in gpus
-        )
+        return all(0 <= i < len(self.gpu_milli) and self._holds(i, demand) for i in gpus)
 
     def give(self, pod: str) -> None:
         """Unbind one pod and return what it held."""
@@ -186,7 +192,7 @@ class NodeCapacity:
             full = self.gpu_memory_full
             for index in gpus:
                 self.gpu_milli[index] += shape.gpu.milli
-                if shape.gpu.fractional:
+                if shape.gpu.partial:
                     self.gpu_memory[index] += shape.gpu.memory_mib
                 else:
                     self.gpu_memory[index] = full
@@ -201,3 +207,19 @@ class NodeCapacity:
             if self.fractional:
                 used[GPU_MILLI] = 1000 * len(self.gpu_milli) - sum(self.gpu_milli)
         return used
+
+
+def _pods_over_distinct_gpus(slots: list[int], per_pod: int, limit: int) -> int:
+    """The most pods, each taking one share on ``per_pod`` distinct GPUs, that ``slots`` hold.
+
+    k pods fit exactly when sum(min(slots_i, k)) >= k * per_pod (a GPU serves each pod at most
+    once); the largest such k is found by bisection.
+    """
+    low, high = 0, min(limit, sum(min(s, limit) for s in slots) // per_pod)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if sum(min(s, mid) for s in slots) >= mid * per_pod:
+            low = mid
+        else:
+            high = mid - 1
+    return low

@@ -66,8 +66,8 @@ def may_fit(capacity_per_device: bool, fractional: bool, key: BucketKey, demand:
         return False
     if not capacity_per_device:
         return True
-    if demand.fractional:
-        return fractional and signature[0] >= demand.milli
+    if demand.partial:
+        return fractional and len(signature) >= demand.count and signature[demand.count - 1] >= demand.milli
     if fractional:
         return sum(1 for milli in signature if milli == 1000) >= demand.count
     return signature[0] >= demand.count
