@@ -433,3 +433,110 @@ def test_gpu_milli(tmp_path: Path, requests: tuple[str, ...], message: str | Non
     (error,) = result.errors
     assert (error.field, error.line) == (C0, line_of(text, "name: c0") + 1) and message in error.message
     assert result.config is None
+
+
+# ------------------------------------------------------------- recorded topologyAssignment in status
+def admitted_workload(assignment: str, count: int = 2) -> str:
+    body = workload(pod_set("main", count, req(required=RACK)))
+    return (
+        body
+        + textwrap.dedent(
+            f"""\
+        status:
+          admission:
+            clusterQueue: cq
+            podSetAssignments:
+            - name: main
+              count: {count}
+              flavors: {{nvidia.com/gpu: h100}}
+              topologyAssignment:
+        """
+        )
+        + textwrap.indent(textwrap.dedent(assignment), "        ")
+    )
+
+
+RECORDED = [
+    (
+        "v1beta1 domains, hostname only",
+        """\
+        levels: [kubernetes.io/hostname]
+        domains:
+        - {values: [node-a], count: 1}
+        - {values: [node-b], count: 1}
+        """,
+        ((HOST,), ((("node-a",), 1), (("node-b",), 1))),
+    ),
+    (
+        "v1beta2 slices, individual roots with affixes and counts",
+        """\
+        levels: [kubernetes.io/hostname]
+        slices:
+        - domainCount: 2
+          valuesPerLevel:
+          - individual: {roots: ["1", "2"], commonPrefix: gke-pool-, commonSuffix: -x}
+          podCounts: {individual: [1, 1]}
+        """,
+        ((HOST,), ((("gke-pool-1-x",), 1), (("gke-pool-2-x",), 1))),
+    ),
+    (
+        "v1beta2 slice with universal values and counts",
+        f"""\
+        levels: [{BLOCK}, {RACK}]
+        slices:
+        - domainCount: 1
+          valuesPerLevel:
+          - universal: b1
+          - universal: b1-r2
+          podCounts: {{universal: 2}}
+        """,
+        ((BLOCK, RACK), ((("b1", "b1-r2"), 2),)),
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "assignment", "expected"), RECORDED, ids=[c[0] for c in RECORDED])
+def test_recorded_assignments_decode(
+    tmp_path: Path, case: str, assignment: str, expected: tuple[tuple[str, ...], tuple[object, ...]]
+) -> None:
+    _, result = load_text(tmp_path, CONFIG + admitted_workload(assignment))
+    assert result.errors == (), result.errors
+    (wl,) = result.workloads
+    assert wl.admission is not None
+    recorded = wl.admission.pod_set_assignments[0].topology
+    assert recorded is not None and (recorded.levels, recorded.domains) == expected
+
+
+BAD_RECORDED = [
+    (
+        "pods do not add up",
+        "levels: [kubernetes.io/hostname]\ndomains:\n- {values: [a], count: 1}\n",
+        "assigns 1 pod(s) but the pod set was admitted with 2",
+    ),
+    (
+        "a value per level",
+        "levels: [kubernetes.io/hostname]\ndomains:\n- {values: [b, a], count: 2}\n",
+        "must have one value per level (1), got 2",
+    ),
+    (
+        "roots shorter than domainCount",
+        "levels: [kubernetes.io/hostname]\nslices:\n- domainCount: 2\n  valuesPerLevel:\n"
+        "  - individual: {roots: [a]}\n  podCounts: {universal: 1}\n",
+        "must have domainCount (2) items",
+    ),
+    (
+        "no pod counts",
+        "levels: [kubernetes.io/hostname]\nslices:\n- domainCount: 1\n  valuesPerLevel:\n"
+        "  - universal: a\n  podCounts: {}\n",
+        "must set universal, or individual with domainCount (1) counts",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "assignment", "message"), BAD_RECORDED, ids=[c[0] for c in BAD_RECORDED])
+def test_bad_recorded_assignments_are_errors(
+    tmp_path: Path, case: str, assignment: str, message: str
+) -> None:
+    path, result = load_text(tmp_path, CONFIG + admitted_workload(assignment))
+    assert result.config is None
+    assert any(message in d.message and d.path == path for d in result.errors), result.diagnostics

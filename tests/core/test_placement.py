@@ -507,3 +507,27 @@ def test_pods_over_distinct_gpus(slots: list[int], per_pod: int, expected: int) 
     from gpuq.core.placement.capacity import _pods_over_distinct_gpus
 
     assert _pods_over_distinct_gpus(slots, per_pod, 100) == expected
+
+
+# ------------------------------------------------------------------- recorded topology assignments
+def test_a_recorded_topology_assignment_is_honoured() -> None:
+    from gpuq.core.model import RecordedTopology
+
+    placer = Placer(cluster(), flavors={"tas": TAS}, topologies={"default": LEVELS})
+    recorded = RecordedTopology((HOST,), ((("b2-r2-h2",), 1), (("b1-r1-h1",), 1)))
+    pod_sets = [PodSetAssignment("main", {"nvidia.com/gpu": "tas"}, {"nvidia.com/gpu": 16}, 2, recorded)]
+    wl = tas_workload("running", 2, 8, TopologyMode.REQUIRED, RACK)  # the algorithm would use one rack
+    assert sorted(nodes_of(placer.place(wl, pod_sets))) == ["b1-r1-h1", "b2-r2-h2"]
+
+
+def test_a_recorded_domain_that_no_longer_holds_its_pods_is_named() -> None:
+    from gpuq.core.model import RecordedTopology
+
+    placer = Placer(cluster(), flavors={"tas": TAS}, topologies={"default": LEVELS})
+    recorded = RecordedTopology((BLOCK, RACK), ((("b1", "b1-r1"), 3),))
+    pod_sets = [PodSetAssignment("main", {"nvidia.com/gpu": "tas"}, {"nvidia.com/gpu": 24}, 3, recorded)]
+    failure = placer.place(tas_workload("running", 3, 8, TopologyMode.REQUIRED, RACK), pod_sets)
+    assert isinstance(failure, PlacementFailure)
+    domain = f"{BLOCK}=b1, {RACK}=b1-r1"
+    assert failure.message == f"the recorded topology domain {domain} holds only 2 of 3 pod(s)"
+    assert all(c.gpu_free_milli() == 8000 for c in placer.nodes.values())

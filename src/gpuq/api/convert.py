@@ -342,5 +342,33 @@ def admission(value: kueue.Admission | None, pod_sets: Sequence[core.PodSet]) ->
             usage = {r: v * count for r, v in spec.requests.items() if r in a.flavors}
             if RESERVED_RESOURCE in a.flavors:
                 usage[RESERVED_RESOURCE] = count
-        assignments.append(core.PodSetAssignment(a.name, dict(a.flavors), usage, count))
+        recorded = recorded_topology(a.topology_assignment)
+        assignments.append(core.PodSetAssignment(a.name, dict(a.flavors), usage, count, recorded))
     return core.Admission(cluster_queue=value.cluster_queue, pod_set_assignments=tuple(assignments))
+
+
+def recorded_topology(value: kueue.TopologyAssignment | None) -> core.RecordedTopology | None:
+    """Decode Kueue's recorded topology assignment, either encoding, into pods per domain.
+
+    v1beta2 ``slices`` compress runs of domains: per level one ``universal`` value or
+    ``individual`` roots between a common prefix and suffix; pod counts alike.
+    """
+    if value is None:
+        return None
+    domains: list[tuple[tuple[str, ...], int]] = [(tuple(d.values), d.count) for d in value.domains or ()]
+    for piece in value.slices or ():
+        counts = piece.pod_counts
+        for i in range(piece.domain_count):
+            values = tuple(_slice_value(level, i) for level in piece.values_per_level)
+            count = counts["universal"] if counts.get("universal") is not None else counts["individual"][i]
+            domains.append((values, int(count)))
+    return core.RecordedTopology(tuple(value.levels), tuple(domains))
+
+
+def _slice_value(level: kueue.SliceLevelValues, index: int) -> str:
+    if level.universal is not None:
+        return level.universal
+    individual = level.individual or {}
+    prefix = individual.get("commonPrefix") or ""
+    suffix = individual.get("commonSuffix") or ""
+    return f"{prefix}{individual['roots'][index]}{suffix}"

@@ -404,11 +404,38 @@ class WorkloadSpec(Strict):
     maximum_execution_time_seconds: int | None = None
 
 
+class TopologyDomainAssignment(Loose):
+    values: list[str]
+    count: int
+
+
+class SliceLevelValues(Loose):
+    """v1beta2: one value for every domain of a slice, or one root per domain with common affixes."""
+
+    universal: str | None = None
+    individual: dict[str, Any] | None = None  # {roots: [...], commonPrefix, commonSuffix}
+
+
+class TopologyAssignmentSlice(Loose):
+    domain_count: int
+    values_per_level: list[SliceLevelValues]
+    pod_counts: dict[str, Any]  # {universal: n} or {individual: [n, ...]}
+
+
+class TopologyAssignment(Loose):
+    """Kueue's recorded assignment: v1beta1 ``domains`` or v1beta2 compressed ``slices``."""
+
+    levels: list[str]
+    domains: list[TopologyDomainAssignment] | None = None
+    slices: list[TopologyAssignmentSlice] | None = None
+
+
 class PodSetAssignment(Loose):
     name: str = "main"
     flavors: dict[str, str] = Field(default_factory=dict)
     resource_usage: dict[str, Quantity] = Field(default_factory=dict)
     count: int | None = None
+    topology_assignment: TopologyAssignment | None = None
 
 
 class Admission(Loose):

@@ -21,7 +21,7 @@ converts a valid request into the core's :class:`~gpuq.core.model.TopologyReques
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -226,11 +226,78 @@ def _levels(req: Written) -> tuple[object, object]:
 
 
 def workload_problems(wl: kueue.Workload) -> Findings:
-    """Every pod set's request and the pod set groups of one Workload."""
+    """Every pod set's request, the pod set groups, and recorded topology assignments of one Workload."""
     at = ("spec", "podSets")
     for index, pod_set in enumerate(wl.spec.pod_sets):
         yield from pod_set_problems(pod_set, (*at, index))
     yield from group_problems(wl.spec.pod_sets, at)
+    if wl.status.admission is not None:
+        for index, assignment in enumerate(wl.status.admission.pod_set_assignments):
+            if assignment.topology_assignment is not None:
+                where = ("status", "admission", "podSetAssignments", index, "topologyAssignment")
+                yield from recorded_assignment_problems(
+                    assignment.topology_assignment, assignment.count, where
+                )
+
+
+def recorded_assignment_problems(
+    value: kueue.TopologyAssignment, count: int | None, at: FieldPath
+) -> Findings:
+    """A recorded assignment must decode: one value per level, as many values and counts as domains,
+    and pods that add up to the pod set's admitted count."""
+    levels = len(value.levels)
+    if not levels:
+        yield (*at, "levels"), "must have at least 1 item"
+        return
+    total = 0
+    for index, domain in enumerate(value.domains or ()):
+        if len(domain.values) != levels:
+            yield (
+                (*at, "domains", index, "values"),
+                f"must have one value per level ({levels}), got {len(domain.values)}",
+            )
+        if domain.count < 0:
+            yield (*at, "domains", index, "count"), "must be greater than or equal to 0"
+        total += domain.count
+    for index, piece in enumerate(value.slices or ()):
+        found = yield from _recorded_slice_problems(piece, levels, (*at, "slices", index))
+        total += found
+    if count is not None and total != count:
+        yield at, f"assigns {total} pod(s) but the pod set was admitted with {count}"
+
+
+def _recorded_slice_problems(
+    piece: kueue.TopologyAssignmentSlice, levels: int, at: FieldPath
+) -> Generator[tuple[FieldPath, str], None, int]:
+    """Problems of one v1beta2 slice; returns the pods it assigns (0 when it cannot be decoded)."""
+    n = piece.domain_count
+    ok = n >= 0
+    if n < 0:
+        yield (*at, "domainCount"), "must be greater than or equal to 0"
+    if len(piece.values_per_level) != levels:
+        yield (
+            (*at, "valuesPerLevel"),
+            f"must have one entry per level ({levels}), got {len(piece.values_per_level)}",
+        )
+        ok = False
+    for index, level in enumerate(piece.values_per_level):
+        roots = (level.individual or {}).get("roots")
+        if (level.universal is None) == (level.individual is None):
+            yield (*at, "valuesPerLevel", index), "exactly one of universal and individual must be set"
+            ok = False
+        elif level.individual is not None and (not isinstance(roots, list) or len(roots) != n):
+            yield (*at, "valuesPerLevel", index, "individual", "roots"), f"must have domainCount ({n}) items"
+            ok = False
+    counts = piece.pod_counts
+    universal, individual = counts.get("universal"), counts.get("individual")
+    if isinstance(universal, int) and individual is None:
+        return universal * n if ok else 0
+    if universal is None and isinstance(individual, list) and len(individual) == n:
+        pods = [c for c in individual if isinstance(c, int) and c >= 0]
+        if len(pods) == n:
+            return sum(pods) if ok else 0
+    yield (*at, "podCounts"), f"must set universal, or individual with domainCount ({n}) counts"
+    return 0
 
 
 def ignored_annotations(manifest: Manifest) -> Iterator[Diagnostic]:

@@ -255,11 +255,23 @@ class PodSet:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordedTopology:
+    """A topology assignment Kueue recorded in ``status.admission`` (pods per lowest-level domain).
+
+    ``levels`` may be only the hostname level, as Kueue writes it when that is the lowest.
+    """
+
+    levels: tuple[str, ...]
+    domains: tuple[tuple[tuple[str, ...], int], ...]  # (values per level, pods)
+
+
+@dataclass(frozen=True, slots=True)
 class PodSetAssignment:
     name: str
     flavors: Mapping[str, str]  # resource -> flavor
     resource_usage: Resources  # total over ``count`` pods
     count: int
+    topology: RecordedTopology | None = None
 
 
 @dataclass(frozen=True, slots=True)

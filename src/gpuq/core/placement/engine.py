@@ -17,7 +17,15 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from gpuq.core.model import PodSet, PodSetAssignment, ResourceFlavor, TopologyMode, TopologyRequest, Workload
+from gpuq.core.model import (
+    PodSet,
+    PodSetAssignment,
+    RecordedTopology,
+    ResourceFlavor,
+    TopologyMode,
+    TopologyRequest,
+    Workload,
+)
 from gpuq.core.nodes import Node
 from gpuq.core.placement.capacity import NodeCapacity, PodShape, pod_shape
 from gpuq.core.placement.filters import NodeRequirements, requirements_for, selector_matches, static_rejection
@@ -73,6 +81,7 @@ class _PodSetRequest:
     requirements: NodeRequirements
     shape: PodShape
     topology: tuple[str, tuple[str, ...]] | None  # (topology name, levels) for a TAS flavor
+    recorded: RecordedTopology | None = None  # pods per domain Kueue already decided (status.admission)
 
 
 class Placer:
@@ -170,8 +179,9 @@ class Placer:
                     topology = (flavor.topology_name, self.topologies[flavor.topology_name])
             count = assignment.count if assignment else pod_set.count
             shape = pod_shape(pod_set.requests)
+            recorded = assignment.topology if assignment else None
             requests.append(
-                _PodSetRequest(pod_set, count, requirements_for(pod_set, flavors), shape, topology)
+                _PodSetRequest(pod_set, count, requirements_for(pod_set, flavors), shape, topology, recorded)
             )
         return requests
 
@@ -179,6 +189,10 @@ class Placer:
         self, key: str, request: _PodSetRequest, taken: list[PodBinding], explain: bool
     ) -> PodSetPlacement | PlacementFailure:
         name = request.pod_set.name
+        if request.recorded is not None:
+            from gpuq.core.placement.recorded import place_recorded
+
+            return place_recorded(self, key, request, taken)
         if request.topology is not None:
             return self._place_topology(key, request, taken)
         bindings: list[PodBinding] = []
