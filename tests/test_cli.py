@@ -278,11 +278,10 @@ def test_get_nodes_lists_devices(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     rows = {row["name"]: row for row in json.loads(result.stdout)}
     assert sorted(rows) == ["l4-00", "l4-01", "mig-00"]
-    assert rows["l4-00"]["devices"] == {"nvidia.com/gpu": {"allocatable": 2, "allocated": 0}}
+    assert rows["l4-00"]["devices"] == {"nvidia.com/gpu": {"allocatable": 2, "allocated": 0, "free": 2}}
     assert rows["mig-00"]["devices"] == {
-        "nvidia.com/mig-1g.10gb": {"allocatable": 1, "allocated": 0},
-        "nvidia.com/mig-2g.20gb": {"allocatable": 1, "allocated": 0},
-        "nvidia.com/mig-3g.40gb": {"allocatable": 1, "allocated": 0},
+        f"nvidia.com/mig-{profile}": {"allocatable": 1, "allocated": 0, "free": 1}
+        for profile in ("1g.10gb", "2g.20gb", "3g.40gb")
     }
     table = runner.invoke(app, ["get", "nodes", "-f", files[0]])
     assert table.exit_code == 0 and "l4-01" in table.stdout

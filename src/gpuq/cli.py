@@ -223,14 +223,14 @@ def get_nodes(
         "pool",
         "gpu model",
         "sharing",
-        "devices (allocated/allocatable)",
+        "devices free/allocatable",
         "cpu free",
         "pods",
     ):
         table.add_column(column)
     for row in document:
         devices = ", ".join(
-            f"{name.removeprefix('nvidia.com/')} {d['allocated']}/{d['allocatable']}"
+            f"{name.removeprefix('nvidia.com/')} {d['free']}/{d['allocatable']}"
             for name, d in row["devices"].items()
         )
         pool = row["pool"] + (f" ({row['capacityType']})" if row["capacityType"] else "")

@@ -31,7 +31,11 @@ def node_summary(capacity: NodeCapacity) -> dict[str, Any]:
         "sharing": node.sharing.mode.value if node.gpu_count else "",
         "capacityType": node.capacity_type or "",
         "devices": {
-            name: {"allocatable": node.allocatable[name], "allocated": allocated.get(name, 0)}
+            name: {
+                "allocatable": node.allocatable[name],
+                "allocated": allocated.get(name, 0),
+                "free": node.allocatable[name] - allocated.get(name, 0),
+            }
             for name in devices
         },
         "cpu": _triple("cpu", node.allocatable, allocated),
