@@ -46,8 +46,10 @@ class TopologyOracle(Protocol):
         """Why the pod sets could not be placed with ``without`` evicted, or None when they could."""
         ...
 
-    def topology_workloads(self) -> frozenset[str]:
-        """The workloads whose pods hold topology-aware placements."""
+    def topology_failure_when_empty(
+        self, workload: Workload, pod_sets: Sequence[PodSetAssignment]
+    ) -> str | None:
+        """Why the pod sets could not be placed even with every topology-aware workload gone."""
         ...
 
 
@@ -133,7 +135,7 @@ def _topology_downgrade(
     if why is None:
         return True
     entry.topology_blocked = True
-    if topology.topology_failure(workload, pod_sets, topology.topology_workloads()) is not None:
+    if topology.topology_failure_when_empty(workload, pod_sets) is not None:
         full.mode = Mode.NO_FIT
         full.reasons.append(why)
         return True

@@ -2,10 +2,11 @@
 
 Kueue (§11.8) downgrades a quota fit whose topology-aware pod sets cannot be
 placed: to NoFit when they would not fit even with every topology-aware
-workload gone, otherwise to Preempt, keeping only targets whose eviction lets
-the placement succeed. Each question releases the named workloads' pods,
-tries the placement, and puts every pod back on exactly the node and GPUs it
-had, so the placer is unchanged afterwards.
+workload gone (asked of an empty twin of the nodes), otherwise to Preempt,
+keeping only targets whose eviction lets the placement succeed. A question
+about targets releases the named workloads' pods, tries the placement, and
+puts every pod back on exactly the node and GPUs it had, so the placer is
+unchanged afterwards.
 """
 
 from __future__ import annotations
@@ -24,16 +25,29 @@ class TopologyWhatIf:
 
     def __init__(self, placer: Placer) -> None:
         self.placer = placer
+        self._empty: Placer | None = None
+
+    def topology_failure_when_empty(
+        self, workload: Workload, pod_sets: Sequence[PodSetAssignment]
+    ) -> str | None:
+        """Why the pod sets could not be placed even on empty nodes (Kueue: "with all TAS usage
+        removed"), or None.
+
+        Asked of a twin placer over the same nodes with nothing bound, built once: releasing
+        every topology-aware workload of a busy cluster for each question would cost as much
+        as the cluster holds. Unlike Kueue, pods placed without a topology request are left
+        out as well; they rarely share nodes with topology-aware flavors.
+        """
+        if self._empty is None:
+            nodes = [capacity.node for capacity in self.placer.nodes.values()]
+            self._empty = Placer(nodes, flavors=self.placer.flavors, topologies=self.placer.topologies)
+        failure = self._empty.check(workload, pod_sets)
+        if failure is None or failure.reason != TOPOLOGY_FAILED:
+            return None
+        return failure.message
 
     def uses_topology(self, workload: Workload, pod_sets: Sequence[PodSetAssignment] | None = None) -> bool:
         return self.placer.uses_topology(workload, pod_sets)
-
-    def topology_workloads(self) -> frozenset[str]:
-        return frozenset(
-            key
-            for key, placement in self.placer.placements.items()
-            if any(ps.topology is not None for ps in placement.pod_sets)
-        )
 
     def topology_failure(
         self, workload: Workload, pod_sets: Sequence[PodSetAssignment], without: Collection[str] = ()
