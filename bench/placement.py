@@ -26,6 +26,7 @@ import json
 import random
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,19 @@ _SRC = Path(__file__).resolve().parent.parent / "src"
 if str(_SRC) not in sys.path:  # runnable without an editable install
     sys.path.insert(0, str(_SRC))
 
+from gpuq.core.admission import Scheduler  # noqa: E402
+from gpuq.core.cycles import run_cycles  # noqa: E402
 from gpuq.core.model import (  # noqa: E402
+    ClusterConfig,
+    ClusterQueue,
+    FlavorQuotas,
+    LabelSelector,
+    LocalQueue,
     PodSet,
     PodSetAssignment,
     ResourceFlavor,
+    ResourceGroup,
+    ResourceQuota,
     TopologyMode,
     TopologyRequest,
     Workload,
@@ -160,6 +170,55 @@ def run(policy: str, nodes: int, pods: int, seed: int) -> dict[str, Any]:
     }
 
 
+def admission_run(nodes: int, pods: int, seed: int, queues: int = 10) -> dict[str, Any]:
+    """The same pods through the admission engine with the placer: Kueue cycles that bind pods.
+
+    ``queues`` ClusterQueues in one cohort, each with a tenth of the GPUs as nominal quota, over
+    one topology-aware flavor; workloads round-robin over them in arrival order. Every head
+    that fits its quota is placed (tentatively, then for real); gangs that no rack holds are
+    downgraded as Kueue does.
+    """
+    node_list = cluster(nodes)
+    gpus = 8 * nodes
+    flavor_quota = {
+        "cpu": ResourceQuota(10**9),
+        "memory": ResourceQuota(10**16),
+        "nvidia.com/gpu": ResourceQuota(gpus // queues),
+        "gpuq.dev/gpu-milli": ResourceQuota(1000 * gpus // queues),
+    }
+    group = ResourceGroup(tuple(flavor_quota), (FlavorQuotas("h100", flavor_quota),))
+    cluster_queues = {
+        f"cq{i}": ClusterQueue(f"cq{i}", (group,), cohort="all", namespace_selector=LabelSelector())
+        for i in range(queues)
+    }
+    local_queues = {("bench", f"q{i}"): LocalQueue("bench", f"q{i}", f"cq{i}") for i in range(queues)}
+    config = ClusterConfig(
+        flavors={"h100": FLAVOR},
+        cluster_queues=cluster_queues,
+        local_queues=local_queues,
+        topologies={"default": LEVELS},
+    )
+    scheduler = Scheduler(config, Placer(node_list, flavors=config.flavors, topologies=config.topologies))
+    for i, workload in enumerate(workloads(pods, seed)):
+        scheduler.submit(replace(workload, queue_name=f"q{i % queues}", creation_time=float(i)))
+    gc.collect()
+    start = time.perf_counter()
+    run = run_cycles(scheduler)
+    wall = time.perf_counter() - start
+    return {
+        "nodes": nodes,
+        "cycles": run.cycles,
+        "admitted": len(run.admitted),
+        "pending": len(run.pending),
+        "unplaced": len(scheduler.unplaced),
+        "wall_s": round(wall, 3),
+        "admitted_per_s": round(len(run.admitted) / wall),
+        "alloc_pct": round(100 * _allocated(scheduler.placer) / (1000 * gpus), 2)
+        if scheduler.placer
+        else 0.0,
+    }
+
+
 def _allocated(placer: Placer) -> int:
     return sum(8000 - c.gpu_free_milli() for c in placer.nodes.values())
 
@@ -183,8 +242,9 @@ def main() -> None:
             for fraction in (4, 2, 1):
                 nodes = args.nodes // fraction
                 scaling.append(run(policy, nodes, args.pods // fraction, args.seed))
+    admission = admission_run(args.nodes, args.pods, args.seed)
     if args.json:
-        print(json.dumps({"main": results, "scaling": scaling}, indent=2))
+        print(json.dumps({"main": results, "scaling": scaling, "admission": admission}, indent=2))
         return
     print(f"{args.pods} pods on {args.nodes} nodes x 8 GPUs (4 blocks x 10 racks), seed {args.seed}")
     header = f"{'policy':<16}{'pods/s':>9}{'us/pod':>9}{'placed':>9}{'failed':>9}"
@@ -203,6 +263,12 @@ def main() -> None:
                 f"{r['nodes']} nodes: {r['us_per_single_pod']} | {r['us_per_gang']}" for r in row
             )
             print(f"{policy:<16}{cells}")
+    a = admission
+    print(
+        f"\nadmission with placement (10 ClusterQueues in a cohort, binpack): {a['admitted']} admitted in "
+        f"{a['cycles']} cycles, {a['pending']} pending, {a['unplaced']} unplaced, {a['wall_s']} s "
+        f"({a['admitted_per_s']} admitted/s), GPU allocation {a['alloc_pct']} %"
+    )
 
 
 if __name__ == "__main__":
