@@ -1,8 +1,9 @@
 """Topology Aware Scheduling placement (kueue-semantics §11): where a pod set's pods go in the topology.
 
 A pure function of per-leaf pod capacities, re-implementing Kueue's ``findTopologyAssignment``
-(``pkg/cache/scheduler/tas_flavor_snapshot.go``) without leaders, node affinity scores,
-multi-layer slices or balanced placement:
+(``pkg/cache/scheduler/tas_flavor_snapshot.go``) for one pod set, without node affinity scores,
+multi-layer slices or balanced placement (a leader placed with its workers, Kueue's pod-set
+groups: :mod:`gpuq.core.topology_groups`):
 
 1. Validate the request and resolve its level, slice level and slice size (:func:`resolve`).
 2. Phase 1 (``fillInCounts``): per domain, the pods that fit (sum of its leaves) and the slices
@@ -251,15 +252,15 @@ def _find_level_with_fit_domains(
         if holding < len(ranked):
             return level_idx, [(ranked[holding], needed)]
         if plan.required:
-            return _not_fit(topology_name, ranked[-1][0] if ranked else 0, needed, plan.slice_size)
+            return not_fit(topology_name, ranked[-1][0] if ranked else 0, needed, plan.slice_size)
         if level_idx == 0 or plan.unconstrained:
             if tree.total_slices < needed:  # every level at or above the slice level sums to it
-                return _not_fit(topology_name, tree.total_slices, needed, plan.slice_size)
+                return not_fit(topology_name, tree.total_slices, needed, plan.slice_size)
             return level_idx, _choose_slices([ranked], needed, plan.least_free)
     raise AssertionError("unreachable: the widest level always decides")
 
 
-def _not_fit(topology_name: str, fit: int, needed: int, slice_size: int) -> TopologyFailure:
+def not_fit(topology_name: str, fit: int, needed: int, slice_size: int) -> TopologyFailure:
     """Kueue's ``notFitMessage``; the name is quoted like Go's ``%q``."""
     unit = "pod" if slice_size == 1 else "slice"
     name = json.dumps(topology_name, ensure_ascii=False)

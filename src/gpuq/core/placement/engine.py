@@ -7,7 +7,9 @@ is (:meth:`Placer.place` rolls back a partial attempt). Pod sets whose
 flavor names a Topology go through Kueue's TAS algorithm first
 (:mod:`gpuq.core.topology`), which says how many pods go to each lowest-level
 domain; it reads a live capacity view of the topology
-(:mod:`gpuq.core.placement.topology_view`) rather than every node.
+(:mod:`gpuq.core.placement.topology_view`) rather than every node. A pod-set
+group (a leader and its workers) is chosen and bound as one unit
+(:mod:`gpuq.core.placement.groups`).
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ from gpuq.core.model import (
 from gpuq.core.nodes import Node
 from gpuq.core.placement.capacity import NodeCapacity, PodShape, pod_shape
 from gpuq.core.placement.filters import NodeRequirements, requirements_for, selector_matches, static_rejection
+from gpuq.core.placement.groups import place_units, placement_units
 from gpuq.core.placement.index import CapacityIndex, NodeClass
 from gpuq.core.placement.policies import PolicyInputs
 from gpuq.core.placement.scoring import Chooser, chooser_for
-from gpuq.core.placement.topology_view import CapacityView, CapacityViews, ViewKey
+from gpuq.core.placement.topology_view import CapacityView, CapacityViews, ViewKey, view_members
 from gpuq.core.topology import TopologyAssignment, TopologyFailure, TopologyPlan, assign, assign_in, resolve
 from gpuq.core.topology_tree import Values
 
@@ -120,13 +123,19 @@ class Placer:
     ) -> WorkloadPlacement | PlacementFailure:
         """Bind every pod of ``workload`` (as admitted, when ``pod_sets`` is given) or none.
 
-        ``explain=False`` skips the per-node failure summary, which reads every node.
+        Pod sets are placed in order, a pod-set group (:mod:`gpuq.core.placement.groups`) as one
+        unit at its first member. ``explain=False`` skips the per-node failure summary, which
+        reads every node.
         """
         if workload.key in self.placements:
             return self.placements[workload.key]
+        requests = self._requests(workload, pod_sets)
+        units = placement_units(workload.key, requests) if len(requests) > 1 else None
+        if units is not None:
+            return place_units(self, workload.key, requests, units, explain)
         taken: list[PodBinding] = []
         placed: list[PodSetPlacement] = []
-        for request in self._requests(workload, pod_sets):
+        for request in requests:
             outcome = self._place_pod_set(workload.key, request, taken, explain)
             if isinstance(outcome, PlacementFailure):
                 self._unbind(taken)
@@ -330,20 +339,8 @@ class Placer:
 
     def _members(self, request: _PodSetRequest, levels: tuple[str, ...]) -> dict[str, Values]:
         """The nodes that may ever hold the pod set's pods in the topology, with their leaves."""
-        positions = self._positions(levels)
-        per_node = bool(request.requirements.keys() & self.index.varying)
-        members: dict[str, Values] = {}
-        for node_class in self.matching_classes(request.requirements):
-            for node in node_class.members:
-                leaf = positions.get(node)
-                if leaf is None:  # Kueue ignores nodes without every level label
-                    continue
-                if per_node and not selector_matches(
-                    request.requirements, self.index.capacity[node].node.labels
-                ):
-                    continue
-                members[node] = leaf
-        return members
+        classes = self.matching_classes(request.requirements)
+        return view_members(self.index, classes, self._positions(levels), request.requirements)
 
     def _positions(self, levels: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
         """Each node's domain values for a topology's levels (nodes missing a level are left out)."""

@@ -16,11 +16,12 @@ keeps the most recently used ``limit`` views; memory is O(candidate nodes × lev
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from gpuq.core.placement.capacity import PodShape
-from gpuq.core.placement.index import CapacityIndex
+from gpuq.core.placement.filters import NodeRequirements, selector_matches
+from gpuq.core.placement.index import CapacityIndex, NodeClass
 from gpuq.core.topology_tree import DomainTree, Values
 
 
@@ -121,3 +122,25 @@ class CapacityViews:
 
     def __len__(self) -> int:
         return len(self._views)
+
+
+def view_members(
+    index: CapacityIndex,
+    classes: Iterable[NodeClass],
+    positions: Mapping[str, Values],
+    requirements: NodeRequirements,
+) -> dict[str, Values]:
+    """A view's members: the nodes of ``classes`` that carry every level label (``positions``,
+    as Kueue ignores the others) and pass the per-node part of ``requirements``, with their leaves.
+    """
+    per_node = bool(requirements.keys() & index.varying)
+    members: dict[str, Values] = {}
+    for node_class in classes:
+        for node in node_class.members:
+            leaf = positions.get(node)
+            if leaf is None:
+                continue
+            if per_node and not selector_matches(requirements, index.capacity[node].node.labels):
+                continue
+            members[node] = leaf
+    return members
