@@ -531,3 +531,18 @@ def test_a_recorded_domain_that_no_longer_holds_its_pods_is_named() -> None:
     domain = f"{BLOCK}=b1, {RACK}=b1-r1"
     assert failure.message == f"the recorded topology domain {domain} holds only 2 of 3 pod(s)"
     assert all(c.gpu_free_milli() == 8000 for c in placer.nodes.values())
+
+
+def test_best_fit_compares_true_capacities_not_capped_at_the_gang_size() -> None:
+    """Kueue counts every pod a node holds: a gang of 4 takes the rack holding 5, not the one holding 8."""
+    nodes = [
+        node("big", 8, labels={BLOCK: "b", RACK: "r-a"}),
+        node("small", 5, labels={BLOCK: "b", RACK: "r-b"}),
+    ]
+    placer = Placer(nodes, flavors={"tas": TAS}, topologies={"default": LEVELS})
+    result = placer.place(tas_workload("g", 4, 1, TopologyMode.REQUIRED, RACK), admitted(4, 1))
+    assert set(nodes_of(result)) == {"small"}
+    scratch = Placer(nodes, flavors={"tas": TAS}, topologies={"default": LEVELS}, topology_views=0)
+    assert set(
+        nodes_of(scratch.place(tas_workload("g", 4, 1, TopologyMode.REQUIRED, RACK), admitted(4, 1)))
+    ) == {"small"}

@@ -311,7 +311,7 @@ class Placer:
 
     def _view(self, request: _PodSetRequest, levels: tuple[str, ...], plan: TopologyPlan) -> CapacityView:
         """The live view for this pod set, caught up with every change since its last use."""
-        cap = min(plan.count, self._most_per_node(request))  # min(fit, count) == min(fit, cap) on every node
+        cap = self._most_per_node(request)  # no node holds more than an empty one: fits are exact
         shape, requirements = request.shape, _requirements_key(request.requirements)
         key = ViewKey(shape.key, requirements, levels, cap, plan.slice_level_idx, plan.slice_size)
         return self._views.get(
@@ -361,7 +361,7 @@ class Placer:
         a cluster with room costs one step per node with room, as Kueue's TAS snapshot does.
         """
         per_node = bool(request.requirements.keys() & self.index.varying)
-        shape, limit = request.shape, request.count
+        shape, limit = request.shape, sys.maxsize  # exact counts: Kueue's best fit compares them
         for node_class in self.matching_classes(request.requirements):
             for bucket in self.index.buckets(node_class, shape.gpu, descending=True):
                 for name in bucket:

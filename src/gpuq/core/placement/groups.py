@@ -16,6 +16,7 @@ costs some 50 µs at any size).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -167,7 +168,7 @@ def _rooms(
 ) -> dict[Values, list[HostRoom]]:
     """Per leaf, every node passing the workers' or the leader's filters with room for one of them.
 
-    Workers are counted at most ``workers.count`` per node, as for a single pod set; the leader
+    Workers are counted exactly (as many as fit), as for a single pod set; the leader
     is checked against its own filters and shape, and the workers beside it are counted with it
     bound (then given back: the node ends as it was, and the index never sees the probe).
     """
@@ -212,7 +213,7 @@ def _beside_leader(
             return probed[key]
     capacity.take(_PROBE, leader, placer.chooser.pick_gpus(capacity, leader))
     try:
-        beside = capacity.fit_count(workers.shape, workers.count)
+        beside = capacity.fit_count(workers.shape, sys.maxsize)
     finally:
         capacity.give(_PROBE)
     if key is not None:

@@ -8,9 +8,9 @@ through a view therefore costs what changed plus the domains the algorithm reads
 cluster.
 
 A view answers for one key: the pod shape, the node requirements, the topology levels, the cap
-on pods per node (a gang of ``n`` counts at most ``n`` pods per node; the cap is lowered to the
-most that fits on an empty node of the candidate classes, so gangs of different sizes whose pods
-cannot exceed that share a view) and the slicing (slice level and size). :class:`CapacityViews`
+on pods per node (the most that fits on an empty node of the candidate classes, which no node
+exceeds, so counts are exact and gangs of every size share a view: Kueue's best fit compares
+the true capacities) and the slicing (slice level and size). :class:`CapacityViews`
 keeps the most recently used ``limit`` views; memory is O(candidate nodes × levels) per view.
 """
 
