@@ -318,3 +318,36 @@ def test_tas_flavor_matching(
 
     pod_set = PodSet("main", 1, {GPU: 8}, topology=request_)
     assert flavor_matches(flavor, pod_set, TOPOLOGIES, implied, covered) == expected
+
+
+def test_a_pod_set_group_takes_one_flavor_for_its_summed_requests() -> None:
+    """Kueue's podSetGroups: the leader and workers are assigned flavors as one unit."""
+    from gpuq.core.flavors import FlavorAssigner
+    from gpuq.core.state import ClusterState
+
+    small, large = (
+        ResourceFlavor("small", topology_name="default"),
+        ResourceFlavor("large", topology_name="default"),
+    )
+    quotas = {
+        "small": {"cpu": ResourceQuota(4000), GPU: ResourceQuota(8)},
+        "large": {"cpu": ResourceQuota(100_000), GPU: ResourceQuota(16)},
+    }
+    group = ResourceGroup(("cpu", GPU), tuple(FlavorQuotas(name, q) for name, q in quotas.items()))
+    cq = ClusterQueue("cq", (group,), namespace_selector=LabelSelector())
+    cfg = ClusterConfig(
+        flavors={"small": small, "large": large},
+        cluster_queues={"cq": cq},
+        local_queues={("team", "q"): LocalQueue("team", "q", "cq")},
+        topologies={"default": LEVELS},
+    )
+    request = TopologyRequest(TopologyMode.REQUIRED, "rack", group="lws")
+    leader = PodSet("leader", 1, {"cpu": 3000}, topology=request)
+    workers = PodSet("workers", 1, {"cpu": 2000, GPU: 8}, topology=request)
+    alone = PodSet("sidecar", 1, {"cpu": 1000}, topology=TopologyRequest(TopologyMode.REQUIRED, "rack"))
+    wl = Workload("team", "lws", "q", (leader, workers, alone))
+    assignment = FlavorAssigner(ClusterState(cfg), wl, "cq").assign()
+    flavors = {ps.name: set(ps.flavors.values()) for ps in assignment.pod_sets}
+    assert flavors == {"leader": {"large"}, "workers": {"large"}, "sidecar": {"small"}}, (
+        "5 CPUs together exceed the small flavor's 4; alone, each member would have fitted it"
+    )

@@ -191,27 +191,42 @@ class FlavorAssigner:
         resources to the flavors of an earlier assignment (§3.6c).
         """
         result = Assignment()
+        members: dict[str, list[tuple[PodSet, dict[str, int], PodSetFlavors]]] = {}
         for index, pod_set in enumerate(self.workload.pod_sets):
             count = counts[pod_set.name] if counts else pod_set.count
             requests = pod_set_requests(pod_set, count, self.covers_pods)
             chosen = PodSetFlavors(pod_set.name, count, {}, requests)
             result.pod_sets.append(chosen)
+            result.last_tried.append({})
+            group = pod_set.topology.group if pod_set.topology and pod_set.topology.group else f"#{index}"
+            members.setdefault(group, []).append((pod_set, requests, chosen))
+        first_index = {ps.name: i for i, ps in enumerate(self.workload.pod_sets)}
+        for group_members in members.values():
+            index = first_index[group_members[0][0].name]
             previous = resume[index] if resume is not None and index < len(resume) else {}
-            tried = self._assign_pod_set(
-                pod_set, requests, chosen, result, previous, (pinned or {}).get(pod_set.name)
-            )
-            result.last_tried.append(tried)
+            pinned_flavors = (pinned or {}).get(group_members[0][0].name)
+            tried = self._assign_group(group_members, result, previous, pinned_flavors)
+            for pod_set, _, _ in group_members:
+                result.last_tried[first_index[pod_set.name]] = tried
         return result
 
-    def _assign_pod_set(
+    def _assign_group(
         self,
-        pod_set: PodSet,
-        requests: dict[str, int],
-        chosen: PodSetFlavors,
+        members: list[tuple[PodSet, dict[str, int], PodSetFlavors]],
         result: Assignment,
         previous: Mapping[str, int],
         pinned: Mapping[str, str] | None,
     ) -> dict[str, int]:
+        """Flavors for one pod set, or for a TAS pod-set group as one unit (Kueue's podSetGroups).
+
+        A group's requests are summed and every member takes the same flavor per resource
+        group, so a leader and its workers land on one flavor (and one topology).
+        """
+        requests: dict[str, int] = {}
+        for _, member_requests, _ in members:
+            for resource, amount in member_requests.items():
+                requests[resource] = requests.get(resource, 0) + amount
+        pod_sets = [pod_set for pod_set, _, _ in members]
         remaining = set(requests)
         tried: dict[str, int] = {}
         for group in self.cq.resource_groups:
@@ -222,12 +237,14 @@ class FlavorAssigner:
             first = next(iter(group_requests))
             start = previous[first] + 1 if first in previous else 0
             only = pinned.get(first) if pinned else None
-            best = self._find_flavor(pod_set, group, group_requests, result, start, only)
+            best = self._find_flavor(pod_sets, group, group_requests, result, start, only)
             if best is None:
                 result.mode = Mode.NO_FIT
                 continue
             for resource, amount in group_requests.items():
-                chosen.flavors[resource] = best.flavor
+                for _, member_requests, chosen in members:
+                    if resource in member_requests:
+                        chosen.flavors[resource] = best.flavor
                 fr = (best.flavor, resource)
                 result.usage[fr] = result.usage.get(fr, 0) + amount
                 tried[resource] = best.tried_idx
@@ -241,7 +258,7 @@ class FlavorAssigner:
 
     def _find_flavor(
         self,
-        pod_set: PodSet,
+        pod_sets: Sequence[PodSet],
         group: ResourceGroup,
         requests: dict[str, int],
         result: Assignment,
@@ -266,8 +283,21 @@ class FlavorAssigner:
             if flavor is None:
                 result.reasons.append(f"flavor {flavor_quotas.name} not found")
                 continue
-            mismatch = flavor_matches(
-                flavor, pod_set, self.state.config.topologies, self.implied_tas, group.covered_resources
+            mismatch = next(
+                (
+                    why
+                    for pod_set in pod_sets
+                    if (
+                        why := flavor_matches(
+                            flavor,
+                            pod_set,
+                            self.state.config.topologies,
+                            self.implied_tas,
+                            group.covered_resources,
+                        )
+                    )
+                ),
+                None,
             )
             if mismatch:
                 result.reasons.append(mismatch)
