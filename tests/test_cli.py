@@ -371,3 +371,13 @@ def test_the_gpu_estate_example_preempts_for_topology_and_refuses_what_no_host_h
         for pod in workload["pods"].values()
     ]
     assert sorted(notebook_gpus)[0] == ("l4-shared-00", [0]), "GPU shares pack onto one GPU first"
+
+
+def test_admit_warns_when_topology_cannot_be_checked(tmp_path: Path) -> None:
+    tas = QUEUE.replace("metadata: {name: gpu}\n", "metadata: {name: gpu}\nspec: {topologyName: t}\n")
+    topology = "---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: Topology\nmetadata: {name: t}\n"
+    topology += "spec:\n  levels: [{nodeLabel: kubernetes.io/hostname}]\n"
+    path = _write(tmp_path, "tas.yaml", tas + topology)
+    result = runner.invoke(app, ["admit", "-f", path, "--now", NOW])
+    assert result.exit_code == 0, result.output
+    assert "flavor(s) gpu are topology-aware but no nodes were given" in result.stderr

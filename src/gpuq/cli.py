@@ -132,6 +132,15 @@ def admit(
     """
     result = _load_valid(files + (nodes or []))
     scheduler = _scheduler(result, policy)
+    assert result.config is not None
+    tas = sorted(name for name, flavor in result.config.flavors.items() if flavor.topology_name)
+    if tas and not result.nodes:
+        err.print(
+            f"warning: flavor(s) {', '.join(tas)} are topology-aware but no nodes were given "
+            "(NodePools or Nodes): topology is not checked, pod sets are admitted on quota alone",
+            style="yellow",
+            highlight=False,
+        )
     run = run_cycles(scheduler, max_cycles=cycles, now=_snapshot_time(result) if now is None else now)
     if run.flapping_period is not None:
         err.print(
