@@ -546,3 +546,13 @@ def test_best_fit_compares_true_capacities_not_capped_at_the_gang_size() -> None
     assert set(
         nodes_of(scratch.place(tas_workload("g", 4, 1, TopologyMode.REQUIRED, RACK), admitted(4, 1)))
     ) == {"small"}
+
+
+@pytest.mark.parametrize("policy", ["binpack", "spread", "fgd"])
+def test_prefer_no_schedule_taints_are_avoided_while_other_nodes_fit(policy: str) -> None:
+    soft = (Taint("maintenance", "soon", "PreferNoSchedule"),)
+    placer = Placer([node("a-soft", 8, taints=soft), node("b", 2)], policy=policy)
+    assert [nodes_of(placer.place(workload(f"w{i}")))[0] for i in range(3)] == ["b", "b", "a-soft"]
+    tolerant = Placer([node("a-soft", 8, taints=soft), node("b", 2)], policy="spread")
+    pod = workload("t", tolerations=(Toleration("maintenance", "Exists"),))
+    assert nodes_of(tolerant.place(pod)) == ["a-soft"], "tolerated, the emptier node wins again"

@@ -235,9 +235,11 @@ class Placer:
                 return False
             return capacity.shortage(request.shape) is None
 
-        return self.chooser.choose(
-            self.index, self.matching_classes(request.requirements), request.shape, admissible
-        )
+        for tier in _by_soft_taints(self.matching_classes(request.requirements), request.requirements):
+            chosen = self.chooser.choose(self.index, tier, request.shape, admissible)
+            if chosen is not None:
+                return chosen
+        return None
 
     def _bind(self, pod: str, node: str, shape: PodShape) -> PodBinding:
         capacity = self.index.capacity[node]
@@ -399,3 +401,19 @@ def summarize(placements: Sequence[WorkloadPlacement]) -> Mapping[str, int]:
     for placement in placements:
         per_node.update(b.node for b in placement.bindings)
     return dict(sorted(per_node.items()))
+
+
+def _by_soft_taints(classes: list[NodeClass], requirements: NodeRequirements) -> list[list[NodeClass]]:
+    """Classes grouped by how many PreferNoSchedule taints they carry that the pods do not tolerate,
+    fewest first: the kube-scheduler's TaintToleration score prefers such nodes only when no other fits.
+    """
+    tiers: dict[int, list[NodeClass]] = {}
+    for node_class in classes:
+        soft = sum(
+            1
+            for taint in node_class.sample.taints
+            if taint.effect == "PreferNoSchedule"
+            and not any(t.tolerates(taint) for t in requirements.tolerations)
+        )
+        tiers.setdefault(soft, []).append(node_class)
+    return [tiers[k] for k in sorted(tiers)]
