@@ -114,6 +114,7 @@ class Placer:
         self.placements: dict[str, WorkloadPlacement] = {}
         self._classes: dict[tuple[object, ...], list[NodeClass]] = {}
         self._topology_positions: dict[tuple[str, ...], dict[str, tuple[str, ...]]] = {}
+        self._soft_tiers: dict[tuple[object, ...], list[list[NodeClass]]] = {}
         self._views = CapacityViews(self.index, topology_views)
         self._most_per_node_cache: dict[tuple[object, ...], int] = {}
 
@@ -235,7 +236,13 @@ class Placer:
                 return False
             return capacity.shortage(request.shape) is None
 
-        for tier in _by_soft_taints(self.matching_classes(request.requirements), request.requirements):
+        key = _requirements_key(request.requirements)
+        tiers = self._soft_tiers.get(key)
+        if tiers is None:
+            tiers = self._soft_tiers[key] = _by_soft_taints(
+                self.matching_classes(request.requirements), request.requirements
+            )
+        for tier in tiers:
             chosen = self.chooser.choose(self.index, tier, request.shape, admissible)
             if chosen is not None:
                 return chosen
