@@ -21,7 +21,7 @@ from gpuq.commands.nodes import node_detail, nodes_document
 from gpuq.commands.pack import pack
 from gpuq.core.admission import Scheduler
 from gpuq.core.cycles import AdmitRun, run_cycles
-from gpuq.core.nodes import HOSTNAME_LABEL
+from gpuq.core.nodes import HOSTNAME_LABEL, is_device_resource
 from gpuq.core.placement.engine import Placer, WorkloadPlacement
 from gpuq.core.placement.scoring import CHOOSERS, inputs_for
 from gpuq.core.state import ClusterState
@@ -387,18 +387,13 @@ def _print_bindings(run: AdmitRun, scheduler: Scheduler) -> None:
     out.print(table)
 
 
-def _is_accelerator(resource: str) -> bool:
-    """GPUs, MIG slices, time-sliced replicas and fractional shares: the resources the usage table shows."""
-    return resource.startswith("nvidia.com/") or resource.startswith("gpuq.dev/gpu-milli")
-
-
 def _usage_table(state: ClusterState) -> Table:
     table = Table(title="Quota usage after admission (GPUs and GPU slices)", title_justify="left")
     for column in ("cluster queue", "flavor", "resource", "nominal", "used", "borrowed"):
         table.add_column(column, justify="right" if column in ("nominal", "used", "borrowed") else "left")
     for name, node in sorted(state.tree.cluster_queues.items()):
         for (flavor, resource), quota in sorted(node.quotas.items()):
-            if not _is_accelerator(resource):
+            if not is_device_resource(resource):
                 continue
             used = node.usage.get((flavor, resource), 0)
             borrowed = max(0, used - quota.nominal)

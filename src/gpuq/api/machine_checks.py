@@ -19,6 +19,7 @@ from gpuq.api import kueue, machines, nodes_convert
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest
 from gpuq.api.kube_nodes import base_product
 from gpuq.api.names import Findings, label_problems, label_value_problem, qualified_name_problem
+from gpuq.api.references import workload_manifests
 from gpuq.core.devices import gfd_labels, sharing_problems
 from gpuq.core.gpus import BUILTIN_MODELS, GPUCatalogue
 from gpuq.core.mig import MIG_TABLES
@@ -361,11 +362,7 @@ def oversized_pods(
         (tuple(sorted(n.allocatable.items())), n.sharing, n.gpu_count, n.gpu_memory_mib): n for n in nodes
     }
     empty = [NodeCapacity(node) for node in machines_by_shape.values()]
-    by_key = {
-        (m.model.metadata.namespace or "default", m.model.metadata.name): m
-        for m in manifests
-        if isinstance(m.model, kueue.Workload)
-    }
+    by_key = workload_manifests(manifests)
     out: list[Diagnostic] = []
     for workload in workloads:
         manifest = by_key.get((workload.namespace, workload.name))

@@ -19,6 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 from gpuq.api.quantity import QuantityError, parse_quantity
+from gpuq.core.nodes import GPU_MILLI, HAMI_CORES, HAMI_MEMORY
 
 Requests = dict[str, Decimal]
 
@@ -126,10 +127,6 @@ def request_limit_problems(pod_spec: Mapping[str, Any]) -> Iterator[tuple[tuple[
                     yield path, f"must be less than or equal to its limit ({requests[name]} > {limits[name]})"
 
 
-GPU_MILLI = "gpuq.dev/gpu-milli"
-"""A share of one GPU in thousandths (``gpuq.core.nodes.GPU_MILLI``)."""
-
-
 def gpu_milli_problem(value: Decimal) -> str | None:
     """Why ``value`` is not a placeable GPU share: 1..1000 (one GPU) or whole GPUs (multiples of 1000)."""
     if value != value.to_integral_value():
@@ -137,10 +134,6 @@ def gpu_milli_problem(value: Decimal) -> str | None:
     if value <= 1000 or value % 1000 == 0:
         return None
     return f"must be between 1 and 1000 (a share of one GPU) or a multiple of 1000 (whole GPUs), got {value}"
-
-
-HAMI_CORES = "nvidia.com/gpucores"
-HAMI_MEMORY = "nvidia.com/gpumem"
 
 
 def hami_problems(pod_spec: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, ...], str]]:

@@ -187,6 +187,15 @@ def _global_defaults(index: Index) -> Iterator[Diagnostic]:
 # --- capacity (on the core model) -----------------------------------------------------------
 
 
+def workload_manifests(manifests: Sequence[Manifest]) -> dict[tuple[str, str | None], Manifest]:
+    """Workload manifests by (namespace, name), the key of a core workload."""
+    return {
+        (m.model.metadata.namespace or "default", m.model.metadata.name): m
+        for m in manifests
+        if isinstance(m.model, kueue.Workload)
+    }
+
+
 def validate_capacity(
     manifests: Sequence[Manifest], config: core.ClusterConfig, workloads: Sequence[core.Workload]
 ) -> list[Diagnostic]:
@@ -198,11 +207,7 @@ def validate_capacity(
     Workloads already holding quota, and those whose queue is unknown, are skipped.
     A namespace the ClusterQueue's selector does not match gives a warning.
     """
-    by_key = {
-        (m.model.metadata.namespace or "default", m.model.metadata.name): m
-        for m in manifests
-        if isinstance(m.model, kueue.Workload)
-    }
+    by_key = workload_manifests(manifests)
     out: list[Diagnostic] = []
     tree = QuotaTree(config)
     for workload in workloads:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuq.api.quantity import format_amount
-from gpuq.core.nodes import GPU, GPU_MILLI, MIG_PREFIX
+from gpuq.core.nodes import GPU, GPU_MILLI, MIG_PREFIX, is_device_resource
 from gpuq.core.placement.capacity import NodeCapacity
 from gpuq.core.placement.engine import Placer
 
@@ -22,7 +22,7 @@ def node_summary(capacity: NodeCapacity) -> dict[str, Any]:
     """One row of ``gpuq get nodes``: the node's GPUs and the devices in use."""
     node = capacity.node
     allocated = capacity.allocated()
-    devices = sorted(r for r in node.allocatable if r.startswith(GFD_PREFIX) or r == GPU_MILLI)
+    devices = sorted(r for r in node.allocatable if is_device_resource(r))
     return {
         "name": node.name,
         "pool": node.pool or "",

@@ -32,7 +32,6 @@ from gpuq.core.model import (
     CheckState,
     ClusterConfig,
     ClusterQueue,
-    PodSetAssignment,
     PreemptionPolicy,
     QueueingStrategy,
     StopPolicy,
@@ -250,7 +249,7 @@ class Scheduler:
         if (
             not entry.targets
             and self.binder
-            and (why := self.binder.assume(entry.workload, _pod_sets(assignment)))
+            and (why := self.binder.assume(entry.workload, assignment.pod_set_assignments()))
         ):
             entry.requeue = RequeueReason.NO_FIT
             entry.topology_blocked = True
@@ -321,7 +320,7 @@ class Scheduler:
         return False
 
     def _admit(self, entry: Entry, cq: ClusterQueue, assignment: Assignment) -> Admit:
-        pod_sets = _pod_sets(assignment)
+        pod_sets = assignment.pod_set_assignments()
         assigned_flavors = {f for ps in assignment.pod_sets for f in ps.flavors.values()}
         checks = tuple(
             rule.name
@@ -458,12 +457,6 @@ def _nofit_message(entry: Entry) -> str:
     pod_set = entry.workload.pod_sets[0].name if len(entry.workload.pod_sets) == 1 else "the workload"
     detail = "; ".join(reasons) if reasons else "no flavor fits"
     return f"couldn't assign flavors to pod set {pod_set}: {detail}"
-
-
-def _pod_sets(assignment: Assignment) -> tuple[PodSetAssignment, ...]:
-    return tuple(
-        PodSetAssignment(ps.name, dict(ps.flavors), dict(ps.requests), ps.count) for ps in assignment.pod_sets
-    )
 
 
 def _admission(decision: Admit) -> Admission:

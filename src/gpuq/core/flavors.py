@@ -28,6 +28,7 @@ from gpuq.core.model import (
     FungibilityPolicy,
     FungibilityPreference,
     PodSet,
+    PodSetAssignment,
     PreemptionPolicy,
     ResourceFlavor,
     ResourceGroup,
@@ -76,6 +77,12 @@ class Assignment:
     reasons: list[str] = field(default_factory=list)
     last_tried: list[dict[str, int]] = field(default_factory=list)
     """Per pod set, resource -> index of the last flavor tried (-1: the scan reached the end), §4.8."""
+
+    def pod_set_assignments(self) -> tuple[PodSetAssignment, ...]:
+        """The assignment as the core model's admitted pod sets (what admission and placement read)."""
+        return tuple(
+            PodSetAssignment(ps.name, dict(ps.flavors), dict(ps.requests), ps.count) for ps in self.pod_sets
+        )
 
     @property
     def pending_flavors(self) -> bool:

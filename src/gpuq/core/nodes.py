@@ -30,6 +30,13 @@ HAMI_CORES = "nvidia.com/gpucores"
 HAMI_MEMORY = "nvidia.com/gpumem"
 """HAMi: MiB of memory on each requested GPU."""
 PODS = "pods"
+
+
+def is_device_resource(name: str) -> bool:
+    """GPUs, MIG slices, time-sliced replicas and fractional shares, as node and queue reports show them."""
+    return name.startswith("nvidia.com/") or name == GPU_MILLI
+
+
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 

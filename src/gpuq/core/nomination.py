@@ -126,9 +126,7 @@ def _topology_downgrade(
 ) -> bool:
     """§11.8 for a quota fit; True when the outcome is settled (placed, no fit, or targets found)."""
     workload = entry.workload
-    pod_sets = [
-        PodSetAssignment(ps.name, dict(ps.flavors), dict(ps.requests), ps.count) for ps in full.pod_sets
-    ]
+    pod_sets = full.pod_set_assignments()
     if not topology.uses_topology(workload, pod_sets):
         return False
     why = topology.topology_failure(workload, pod_sets)

@@ -33,6 +33,8 @@ class NodeClass:
 
     id: int
     sample: Node
+    per_device: bool = False  # GPUs tracked per device (whole or fractional sharing)
+    fractional: bool = False
     size: int = 0
     members: list[str] = field(default_factory=list)  # every node of the class, in name order
     buckets: dict[BucketKey, list[str]] = field(default_factory=dict)  # node names, sorted
@@ -90,10 +92,11 @@ class CapacityIndex:
                 raise ValueError(f"duplicate node name {node.name!r}")
             signature = self._static_signature(node)
             node_class = by_signature.get(signature)
-            if node_class is None:
-                node_class = by_signature[signature] = NodeClass(len(self.classes), node)
-                self.classes.append(node_class)
             capacity = NodeCapacity(node)
+            if node_class is None:
+                node_class = NodeClass(len(self.classes), node, capacity.per_device, capacity.fractional)
+                by_signature[signature] = node_class
+                self.classes.append(node_class)
             self.capacity[node.name] = capacity
             self.class_of[node.name] = node_class
             node_class.size += 1
@@ -148,14 +151,9 @@ class CapacityIndex:
 
     def buckets(self, node_class: NodeClass, demand: GPUDemand, descending: bool) -> Iterator[list[str]]:
         """The class's buckets that may hold ``demand``, emptiest-first when ``descending``."""
-        sample = (
-            self.capacity[next(iter(node_class.buckets[node_class.order[0]]))] if node_class.order else None
-        )
-        if sample is None:
-            return
         keys: Iterable[BucketKey] = reversed(node_class.order) if descending else node_class.order
         for key in keys:
-            if may_fit(sample.per_device, sample.fractional, key, demand):
+            if may_fit(node_class.per_device, node_class.fractional, key, demand):
                 yield node_class.buckets[key]
 
     def nodes(self) -> Mapping[str, NodeCapacity]:

@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 
 from gpuq.core.model import PodSetAssignment, Workload
 from gpuq.core.placement.capacity import PodShape
-from gpuq.core.placement.engine import Placer, PodBinding, WorkloadPlacement
+from gpuq.core.placement.engine import PlacementFailure, Placer, PodBinding, WorkloadPlacement
 
 TOPOLOGY_FAILED = "TopologyPlacementFailed"
 
@@ -41,10 +41,7 @@ class TopologyWhatIf:
         if self._empty is None:
             nodes = [capacity.node for capacity in self.placer.nodes.values()]
             self._empty = Placer(nodes, flavors=self.placer.flavors, topologies=self.placer.topologies)
-        failure = self._empty.check(workload, pod_sets)
-        if failure is None or failure.reason != TOPOLOGY_FAILED:
-            return None
-        return failure.message
+        return _topology_message(self._empty.check(workload, pod_sets))
 
     def uses_topology(self, workload: Workload, pod_sets: Sequence[PodSetAssignment] | None = None) -> bool:
         return self.placer.uses_topology(workload, pod_sets)
@@ -58,9 +55,7 @@ class TopologyWhatIf:
         finally:
             for placement, shapes in reversed(saved):
                 self._put_back(placement, shapes)
-        if failure is None or failure.reason != TOPOLOGY_FAILED:
-            return None
-        return failure.message
+        return _topology_message(failure)
 
     def _take_out(self, key: str) -> tuple[WorkloadPlacement, list[PodShape]]:
         placement = self.placer.placements[key]
@@ -75,3 +70,10 @@ class TopologyWhatIf:
             self.placer.nodes[binding.node].take(binding.pod, shape, binding.gpus)
             self.placer.index.refresh(binding.node)
         self.placer.placements[placement.workload] = placement
+
+
+def _topology_message(failure: PlacementFailure | None) -> str | None:
+    """The message of a topology failure; None for success or for pods merely waiting for a node."""
+    if failure is None or failure.reason != TOPOLOGY_FAILED:
+        return None
+    return failure.message
