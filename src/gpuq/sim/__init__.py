@@ -1,0 +1,1 @@
+"""Shell 1: the discrete-event simulator (``gpuq simulate``)."""
