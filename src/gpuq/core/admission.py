@@ -398,14 +398,18 @@ class Scheduler:
         else:
             self.last_tried[entry.key] = entry.assignment.last_tried
 
-    def evict(self, key: str, now: float = 0.0) -> None:
-        """Complete an eviction: release quota, requeue the workload and wake its cohort tree."""
+    def evict(self, key: str, now: float = 0.0, requeue_at: float | None = None) -> None:
+        """Complete an eviction: release quota, requeue the workload and wake its cohort tree.
+
+        ``requeue_at`` is Kueue's ``requeueState.requeueAt``: the workload waits in its
+        queue until then (a backoff after a waitForPodsReady timeout, §8.2).
+        """
         admitted = self.state.release(key)
         self._release_nodes(key)
         self.reserved_checks.pop(key, None)
         self.last_tried.pop(key, None)
         workload = admitted.workload
-        requeued = replace(workload, admission=None, admission_checks={})
+        requeued = replace(workload, admission=None, admission_checks={}, requeue_at=requeue_at)
         self.workloads[key] = requeued
         self.queues[admitted.cluster_queue].push(requeued)
         self.wake(admitted.cluster_queue)

@@ -28,7 +28,7 @@ from gpuq.core.model import (
     TopologyRequest,
     Workload,
 )
-from gpuq.core.nodes import Node
+from gpuq.core.nodes import NO_GPU, GPUDemand, Node
 from gpuq.core.placement.capacity import NodeCapacity, PodShape, pod_shape
 from gpuq.core.placement.filters import NodeRequirements, requirements_for, selector_matches, static_rejection
 from gpuq.core.placement.groups import place_units, placement_units
@@ -38,6 +38,8 @@ from gpuq.core.placement.scoring import Chooser, chooser_for
 from gpuq.core.placement.topology_view import CapacityView, CapacityViews, ViewKey, view_members
 from gpuq.core.topology import TopologyAssignment, TopologyFailure, TopologyPlan, assign, assign_in, resolve
 from gpuq.core.topology_tree import Values
+
+DOWN_POD = "<node down>"
 
 NodesWithRoom = Callable[[Values], list[tuple[str, int]]]
 """A leaf's nodes with room for the pod set and how many pods fit on each, fullest first."""
@@ -163,6 +165,28 @@ class Placer:
         placement = self.placements.pop(key, None)
         if placement is not None:
             self._unbind(list(placement.bindings))
+
+    def set_down(self, name: str, down: bool) -> None:
+        """Take an empty node out of service (removed, failed, not yet provisioned) or back in.
+
+        A down node holds a phantom pod that takes everything it has, so every filter,
+        bucket and topology view sees it full, with no special case anywhere.
+        """
+        capacity = self.index.capacity[name]
+        if down == (DOWN_POD in capacity.bound):
+            return
+        if down:
+            if capacity.bound:
+                raise ValueError(f"node {name} still holds pods: evict them first")
+            demand = GPUDemand(count=len(capacity.gpu_milli)) if capacity.per_device else NO_GPU
+            whole = tuple(range(len(capacity.gpu_milli)))
+            capacity.take(DOWN_POD, PodShape(dict(capacity.free), demand), whole)
+        else:
+            capacity.give(DOWN_POD)
+        self.index.refresh(name)
+
+    def is_down(self, name: str) -> bool:
+        return DOWN_POD in self.index.capacity[name].bound
 
     def uses_topology(self, workload: Workload, pod_sets: Sequence[PodSetAssignment] | None = None) -> bool:
         return any(r.topology is not None for r in self._requests(workload, pod_sets))

@@ -54,4 +54,4 @@ class TraceRead:
 
 
 class TraceError(ValueError):
-    """A trace cannot be read at all (missing file, unknown format, bad mapping), or a bad row under --strict."""
+    """A trace cannot be read (missing file, unknown format, bad mapping), or a bad row under --strict."""

@@ -1,0 +1,104 @@
+"""Trace jobs become Kueue workloads: one pod set, per-pod requests, a resolved priority.
+
+The conversion is where a trace meets a configuration, so it is where a trace
+can be wrong about it: a priority class that does not exist or a GPU model the
+catalogue does not know is refused here with the row's line, never guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gpuq.core.gpus import GPUCatalogue
+from gpuq.core.model import PodSet, Workload
+from gpuq.core.nodes import GPU, GPU_MILLI
+from gpuq.sim.traces.model import BadRow, TraceJob
+
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+POD_SET = "main"
+
+
+@dataclass(frozen=True, slots=True)
+class SimJob:
+    """A workload to simulate and what the trace says about its run."""
+
+    workload: Workload
+    duration_s: float
+    gpus: float  # GPUs of the whole workload (pods × per-pod share)
+    checkpoint_s: float | None = None
+    failed: bool = False
+
+    @property
+    def key(self) -> str:
+        return self.workload.key
+
+    @property
+    def team(self) -> str:
+        return self.workload.namespace
+
+
+def pod_requests(job: TraceJob) -> dict[str, int]:
+    """Per-pod requests in core units: whole GPUs as ``nvidia.com/gpu``, a share as ``gpu-milli``."""
+    requests: dict[str, int] = {}
+    if job.gpu_milli >= 1000:
+        requests[GPU] = job.gpu_milli // 1000
+    elif job.gpu_milli > 0:
+        requests[GPU_MILLI] = job.gpu_milli
+    if job.cpu_milli:
+        requests["cpu"] = job.cpu_milli
+    if job.memory_bytes:
+        requests["memory"] = job.memory_bytes
+    return requests
+
+
+def to_sim_jobs(
+    jobs: tuple[TraceJob, ...] | list[TraceJob],
+    priorities: Mapping[str, int],
+    catalogue: GPUCatalogue,
+    source: str,
+    default_priority: int = 0,
+) -> tuple[list[SimJob], list[BadRow]]:
+    """Convert trace jobs; rows naming an unknown priority class or GPU model come back as bad rows."""
+    converted: list[SimJob] = []
+    bad: list[BadRow] = []
+    for job in jobs:
+        priority, problem = resolve_priority(job.priority, priorities, default_priority)
+        selector: dict[str, str] = {}
+        if not problem and job.gpu_model:
+            spec = catalogue.get(job.gpu_model)
+            if spec is None:
+                problem = (
+                    f"gpu_model: unknown GPU model {job.gpu_model!r} (known: {', '.join(catalogue.names())})"
+                )
+            else:
+                selector[PRODUCT_LABEL] = spec.product
+        if problem:
+            bad.append(BadRow(source, job.source_line, f"{job.namespace}/{job.name}: {problem}"))
+            continue
+        pod_set = PodSet(POD_SET, job.pods, pod_requests(job), node_selector=selector)
+        workload = Workload(
+            namespace=job.namespace,
+            name=job.name,
+            queue_name=job.queue,
+            pod_sets=(pod_set,),
+            priority=priority,
+            creation_time=job.submit_s,
+            uid=f"{job.source_line:09d}",
+        )
+        gpus = job.pods * job.gpu_milli / 1000
+        converted.append(SimJob(workload, job.duration_s, gpus, job.checkpoint_s, job.failed))
+    return converted, bad
+
+
+def resolve_priority(written: str | None, priorities: Mapping[str, int], default: int) -> tuple[int, str]:
+    """A WorkloadPriorityClass name or an integer; ``(value, problem)``."""
+    if written is None or written == "":
+        return default, ""
+    text = written.strip()
+    if text.lstrip("-").isdigit():
+        return int(text), ""
+    if text in priorities:
+        return priorities[text], ""
+    known = ", ".join(sorted(priorities)) or "none declared"
+    return 0, f"priority: WorkloadPriorityClass {text!r} not found (known: {known})"

@@ -1,0 +1,432 @@
+"""The discrete-event simulator: the core engine driven by a simulated clock.
+
+Each instant, the events due are applied in a fixed order (finishes, node
+changes, starts, timeouts, requeues, arrivals); then, only if one of them could
+let a workload be admitted or placed, a scheduling pass runs Kueue cycles with
+the same :class:`~gpuq.core.admission.Scheduler` ``gpuq admit`` and ``gpuq
+serve`` use, until they stop changing anything. Admitted pods are bound by the
+:class:`~gpuq.core.placement.engine.Placer`; a workload runs once every pod is
+bound (plus the start-up delay) and finishes ``duration`` of work later.
+
+Preemption and node loss evict: the work since the workload's last checkpoint
+is lost, and it goes back to its queue (Kueue requeues evicted workloads at
+once; after a waitForPodsReady timeout it waits out Kueue's backoff first).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from gpuq.core.admission import Scheduler
+from gpuq.core.cycles import FlappingDetector
+from gpuq.core.decisions import Admit
+from gpuq.core.model import CheckState, ClusterConfig
+from gpuq.core.nodes import Node
+from gpuq.core.placement.engine import Placer
+from gpuq.core.placement.scoring import inputs_for
+from gpuq.core.quota import FlavorResource
+from gpuq.sim.events import EventKind, EventQueue
+from gpuq.sim.jobs import SimJob
+from gpuq.sim.recorder import Recorder
+
+MAX_CYCLES_PER_PASS = 100_000
+
+
+class JobStatus(StrEnum):
+    PENDING = "Pending"  # waiting in its queue
+    ADMITTED = "Admitted"  # holds quota; pods not all bound or still starting
+    RUNNING = "Running"
+    FINISHED = "Finished"
+    FAILED = "Failed"
+    DEACTIVATED = "Deactivated"  # waitForPodsReady backoff limit reached
+    INADMISSIBLE = "Inadmissible"  # no queue routes it (missing LocalQueue, stopped queue...)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeChange:
+    """Nodes leaving or joining at ``time``: named nodes, or ``count`` nodes of ``pool``."""
+
+    time: float
+    action: str  # "add" | "remove"
+    nodes: tuple[str, ...] = ()
+    pool: str | None = None
+    count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SimSettings:
+    horizon_s: float | None = None  # stop at this simulated time (None: when nothing is left to do)
+    startup_s: float = 0.0  # from all pods bound to running (image pull, container start)
+    policy: str = "binpack"
+    checkpoint_s: float | None = None  # default checkpoint interval for workloads without one
+    node_changes: tuple[NodeChange, ...] = ()
+
+
+@dataclass(slots=True)
+class JobRun:
+    """The mutable life of one simulated workload."""
+
+    job: SimJob
+    status: JobStatus = JobStatus.PENDING
+    cluster_queue: str | None = None
+    remaining_s: float = 0.0
+    first_admitted: float | None = None
+    first_started: float | None = None
+    ended: float | None = None
+    bound_at: float | None = None  # pods bound since
+    started_at: float | None = None  # running since
+    version: int = 0
+    preempted: int = 0
+    evictions: int = 0
+    ready_timeouts: int = 0
+    gpu_s: float = 0.0  # GPU-seconds held by running pods, lost work included
+    lost_gpu_s: float = 0.0
+    cost: float = 0.0
+    usage: Mapping[FlavorResource, int] = field(default_factory=dict)
+    reason: str = ""  # the last eviction or why it never ran
+
+    @property
+    def checkpoint_s(self) -> float | None:
+        return self.job.checkpoint_s
+
+
+@dataclass
+class SimResult:
+    runs: dict[str, JobRun]
+    recorder: Recorder
+    span_s: float
+    events: int
+    passes: int
+    cycles: int
+    gpus_total: float
+
+
+class Simulation:
+    """One run of one configuration over one list of workloads."""
+
+    def __init__(
+        self,
+        config: ClusterConfig,
+        nodes: Sequence[Node],
+        jobs: Sequence[SimJob],
+        settings: SimSettings = SimSettings(),
+        *,
+        prices: Mapping[str, float] | None = None,
+        initially_down: Sequence[str] = (),
+        on_progress: Callable[[float], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self.placer = (
+            Placer(
+                nodes,
+                policy=settings.policy,
+                policy_inputs=inputs_for([job.workload for job in jobs]),
+                flavors=config.flavors,
+                topologies=config.topologies,
+            )
+            if nodes
+            else None
+        )
+        self.scheduler = Scheduler(config, self.placer)
+        self.recorder = Recorder(config)
+        self.queue = EventQueue()
+        self.jobs = sorted(jobs, key=lambda j: (j.workload.creation_time, j.workload.uid, j.key))
+        self.runs: dict[str, JobRun] = {}
+        self.prices = dict(prices or {})
+        self._pool_nodes: dict[str, list[str]] = {}
+        for node in nodes:
+            if node.pool:
+                self._pool_nodes.setdefault(node.pool, []).append(node.name)
+        self._down = set(initially_down)
+        self._on_progress = on_progress
+        self._next_arrival = 0
+        self._dirty = False
+        self.passes = self.cycles = self.events = 0
+        self._now = 0.0
+        wait = config.scheduler.wait_for_pods_ready
+        self._ready_timeout = wait.timeout_s if wait.enable else None
+
+    # ------------------------------------------------------------------- run
+    def run(self) -> SimResult:
+        if self.placer is not None:
+            for name, capacity in self.placer.nodes.items():
+                if name in self._down:
+                    self.placer.set_down(name, True)
+                else:
+                    self.recorder.node_up(0.0, capacity, self.prices.get(name, 0.0))
+        for index, change in enumerate(self.settings.node_changes):
+            kind = EventKind.NODE_DOWN if change.action == "remove" else EventKind.NODE_UP
+            self.queue.push(change.time, kind, str(index))
+        horizon = self.settings.horizon_s
+        last = 0.0
+        while True:
+            now = self._next_time()
+            if now is None or (horizon is not None and now > horizon):
+                break
+            self._now = last = now
+            self._apply_due(now)
+            if self._dirty:
+                self._dirty = False
+                self._schedule(now)
+            if self._on_progress is not None:
+                self._on_progress(now)
+        end = horizon if horizon is not None else last
+        self._close(end)
+        capacity_mean = (
+            self.recorder.capacity.integral(end) / end if end > 0 else self.recorder.capacity.value
+        )
+        return SimResult(self.runs, self.recorder, end, self.events, self.passes, self.cycles, capacity_mean)
+
+    def _next_time(self) -> float | None:
+        queued = self.queue.peek_time()
+        arrival = (
+            self.jobs[self._next_arrival].workload.creation_time
+            if self._next_arrival < len(self.jobs)
+            else None
+        )
+        if queued is None:
+            return arrival
+        if arrival is None:
+            return queued
+        return min(queued, arrival)
+
+    def _apply_due(self, now: float) -> None:
+        while (at := self.queue.peek_time()) is not None and at <= now:
+            event = self.queue.pop()
+            if event.kind > EventKind.ARRIVAL:
+                break
+            self.events += 1
+            self._handle(event.kind, event.key, event.version, now)
+        while (
+            self._next_arrival < len(self.jobs)
+            and self.jobs[self._next_arrival].workload.creation_time <= now
+        ):
+            self._arrive(self.jobs[self._next_arrival], now)
+            self._next_arrival += 1
+            self.events += 1
+
+    def _handle(self, kind: EventKind, key: str, version: int, now: float) -> None:
+        if kind in (EventKind.NODE_DOWN, EventKind.NODE_UP):
+            self._change_nodes(self.settings.node_changes[int(key)], now)
+            return
+        run = self.runs.get(key)
+        if run is None or run.version != version:
+            return  # cancelled
+        if kind == EventKind.FINISH:
+            self._finish(run, now)
+        elif kind == EventKind.STARTED:
+            self._running(run, now)
+        elif kind == EventKind.PODS_READY_TIMEOUT:
+            self._pods_ready_timeout(run, now)
+        elif kind == EventKind.REQUEUE:
+            assert run.cluster_queue is not None
+            self.scheduler.queues[run.cluster_queue].requeue_inadmissible()
+            self._dirty = True
+
+    # -------------------------------------------------------------- arrivals
+    def _arrive(self, job: SimJob, now: float) -> None:
+        run = JobRun(job, remaining_s=job.duration_s)
+        self.runs[job.key] = run
+        target, why = self.scheduler.route(job.workload)
+        if target is None:
+            run.status, run.reason = JobStatus.INADMISSIBLE, why
+            return
+        run.cluster_queue = target
+        self.scheduler.submit(job.workload)
+        self.recorder.team_pending(now, job.team, 1)
+        self._dirty = True
+
+    # ------------------------------------------------------------- scheduling
+    def _schedule(self, now: float) -> None:
+        self.passes += 1
+        detector = FlappingDetector()
+        scheduler = self.scheduler
+        for _ in range(MAX_CYCLES_PER_PASS):
+            before = scheduler.active_count()
+            result, entries = scheduler.plan_cycle(now)
+            if not entries:
+                return
+            self.cycles += 1
+            scheduler.apply(result, entries, now)
+            for decision in result.admitted:
+                self._admitted(decision, now)
+            for eviction in result.preempted:
+                self._evict(
+                    self.runs[eviction.workload], now, f"Preempted by {eviction.by} ({eviction.reason})"
+                )
+            if not result.changed and scheduler.active_count() == before:
+                return
+            if detector.observe(result) is not None:
+                return
+
+    def _admitted(self, decision: Admit, now: float) -> None:
+        run = self.runs[decision.workload]
+        if decision.checks_pending:
+            # Admission checks pass at once: the capacity they stand for is modelled by the nodes.
+            self.scheduler.reserved_checks[decision.workload] = {
+                name: CheckState.READY for name in decision.checks_pending
+            }
+        run.status = JobStatus.ADMITTED
+        run.version += 1
+        if run.first_admitted is None:
+            run.first_admitted = now
+        admitted = self.scheduler.state.admitted[decision.workload]
+        run.usage = admitted.usage
+        self.recorder.team_pending(now, run.job.team, -1)
+        self.recorder.queue_usage(now, decision.cluster_queue, run.usage, 1)
+        if self._ready_timeout is not None:
+            self.queue.push(now + self._ready_timeout, EventKind.PODS_READY_TIMEOUT, run.job.key, run.version)
+        if decision.workload not in self.scheduler.unplaced:
+            self._bound(run, now)
+
+    def _bound(self, run: JobRun, now: float) -> None:
+        """Every pod of ``run`` has a node: hold the GPUs, start after the start-up delay."""
+        run.bound_at = now
+        self._nodes_changed(run.job.key, now)
+        self.recorder.team_running(now, run.job.team, run.job.gpus)
+        if self.settings.startup_s > 0:
+            self.queue.push(now + self.settings.startup_s, EventKind.STARTED, run.job.key, run.version)
+        else:
+            self._running(run, now)
+
+    def _running(self, run: JobRun, now: float) -> None:
+        run.status = JobStatus.RUNNING
+        run.started_at = now
+        if run.first_started is None:
+            run.first_started = now
+        self.queue.push(now + run.remaining_s, EventKind.FINISH, run.job.key, run.version)
+
+    def _nodes_changed(self, key: str, now: float) -> None:
+        if self.placer is None:
+            return
+        placement = self.placer.placements.get(key)
+        if placement is None:
+            return
+        nodes = self.placer.nodes
+        for name in dict.fromkeys(b.node for b in placement.bindings):
+            self.recorder.node_changed(now, nodes[name])
+
+    # ------------------------------------------------------------- stopping
+    def _stop(self, run: JobRun, now: float) -> float:
+        """Release what ``run`` holds (GPU time and cost accounted); the seconds it ran."""
+        ran = now - run.started_at if run.started_at is not None else 0.0
+        if run.bound_at is not None:
+            held = now - run.bound_at
+            run.gpu_s += held * run.job.gpus
+            run.cost += self._cost(run.job.key, held)
+            self.recorder.team_running(now, run.job.team, -run.job.gpus)
+        assert run.cluster_queue is not None
+        self.recorder.queue_usage(now, run.cluster_queue, run.usage, -1)
+        run.bound_at = run.started_at = None
+        run.version += 1
+        return ran
+
+    def _cost(self, key: str, held_s: float) -> float:
+        if self.placer is None or held_s <= 0:
+            return 0.0
+        placement = self.placer.placements.get(key)
+        if placement is None:
+            return 0.0
+        total = 0.0
+        for binding in placement.bindings:
+            shape, _ = self.placer.nodes[binding.node].bound[binding.pod]
+            share = shape.gpu.total_milli / 1000
+            total += share * self.recorder.price_per_gpu_hour(binding.node)
+        return total * held_s / 3600
+
+    def _finish(self, run: JobRun, now: float) -> None:
+        self._stop(run, now)
+        run.remaining_s = 0.0
+        run.status = JobStatus.FAILED if run.job.failed else JobStatus.FINISHED
+        run.ended = now
+        self._released(run.job.key, now, lambda: self.scheduler.finish(run.job.key))
+
+    def _evict(self, run: JobRun, now: float, reason: str, requeue_at: float | None = None) -> None:
+        ran = self._stop(run, now)
+        checkpoint = run.checkpoint_s or self.settings.checkpoint_s
+        saved = math.floor(ran / checkpoint) * checkpoint if checkpoint else 0.0
+        run.remaining_s -= saved
+        run.lost_gpu_s += (ran - saved) * run.job.gpus
+        run.evictions += 1
+        if reason.startswith("Preempted"):
+            run.preempted += 1
+        run.reason = reason
+        run.status = JobStatus.PENDING
+        self.recorder.team_pending(now, run.job.team, 1)
+        self._released(run.job.key, now, lambda: self.scheduler.evict(run.job.key, now, requeue_at))
+
+    def _released(self, key: str, now: float, release: Callable[[], None]) -> None:
+        """Free ``key``'s nodes through ``release``; pods waiting for room may now be bound."""
+        waiting = set(self.scheduler.unplaced) if self.scheduler.unplaced else set()
+        nodes = (
+            dict.fromkeys(b.node for b in placement.bindings)
+            if self.placer is not None and (placement := self.placer.placements.get(key)) is not None
+            else {}
+        )
+        release()
+        if self.placer is not None:
+            for name in nodes:
+                self.recorder.node_changed(now, self.placer.nodes[name])
+        for bound in sorted(waiting - set(self.scheduler.unplaced)):
+            self._bound(self.runs[bound], now)
+        self._dirty = True
+
+    def _pods_ready_timeout(self, run: JobRun, now: float) -> None:
+        """waitForPodsReady: admitted ``timeout`` ago and still not running (kueue-semantics §8.2)."""
+        if run.status != JobStatus.ADMITTED:
+            return
+        wait = self.config.scheduler.wait_for_pods_ready
+        run.ready_timeouts += 1
+        limit = wait.requeuing_backoff_limit_count
+        if limit is not None and run.ready_timeouts > limit:
+            self._stop(run, now)
+            run.status, run.ended = JobStatus.DEACTIVATED, now
+            run.reason = f"deactivated after {limit} requeues for PodsReadyTimeout"
+            self._released(run.job.key, now, lambda: self.scheduler.finish(run.job.key))
+            return
+        backoff = min(
+            wait.requeuing_backoff_base_s * 2 ** (run.ready_timeouts - 1), wait.requeuing_backoff_max_s
+        )
+        self._evict(run, now, "PodsReadyTimeout", requeue_at=now + backoff)
+        self.queue.push(now + backoff, EventKind.REQUEUE, run.job.key, run.version)
+
+    # ----------------------------------------------------------------- nodes
+    def _change_nodes(self, change: NodeChange, now: float) -> None:
+        assert self.placer is not None
+        names = list(change.nodes)
+        if change.pool is not None:
+            members = self._pool_nodes.get(change.pool, [])
+            wanted_down = change.action == "add"
+            candidates = [n for n in members if (n in self._down) == wanted_down]
+            names += candidates[: change.count] if change.action == "add" else candidates[-change.count :]
+        for name in names:
+            if change.action == "remove" and name not in self._down:
+                self._take_down(name, now)
+            elif change.action == "add" and name in self._down:
+                self._down.discard(name)
+                self.placer.set_down(name, False)
+                self.recorder.node_up(now, self.placer.nodes[name], self.prices.get(name, 0.0))
+        self._dirty = True
+
+    def _take_down(self, name: str, now: float) -> None:
+        assert self.placer is not None
+        # Evicting frees the node, and pods waiting for room may be bound to it at once: repeat.
+        while holders := sorted({pod.rsplit("/", 1)[0] for pod in self.placer.nodes[name].bound}):
+            for key in holders:
+                self._evict(self.runs[key], now, f"NodeFailures: node {name} was removed")
+        self._down.add(name)
+        self.recorder.node_down(now, name)
+        self.placer.set_down(name, True)
+
+    def _close(self, end: float) -> None:
+        """Account for what still runs at the end of the simulated span."""
+        for run in self.runs.values():
+            if run.bound_at is not None:
+                held = end - run.bound_at
+                run.gpu_s += held * run.job.gpus
+                run.cost += self._cost(run.job.key, held)
+        self.recorder.close(end)
