@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from gpuq.core.model import ClusterConfig
+from gpuq.core.model import ClusterConfig, ResourceGroup
 from gpuq.core.nodes import GPU, GPU_MILLI, is_device_resource
 from gpuq.core.placement.capacity import NodeCapacity
 from gpuq.core.quota import FlavorResource
@@ -110,7 +110,7 @@ class Recorder:
         self._gpus: dict[str, int] = {}
         self._prices: dict[str, float] = {}
         self.queues = {
-            name: QueueLedger(cq.cohort, _nominal_gpus(cq.resource_groups))
+            name: QueueLedger(cq.cohort, nominal_gpus(cq.resource_groups))
             for name, cq in config.cluster_queues.items()
         }
         self.cohorts = {cohort: CohortLedger() for q in self.queues.values() if (cohort := q.cohort)}
@@ -204,10 +204,10 @@ def _advance_queue(queue: QueueLedger, cohort: CohortLedger | None, now: float) 
     queue.since = now
 
 
-def _nominal_gpus(groups: Iterable[object]) -> dict[str, float]:
+def nominal_gpus(groups: Iterable[ResourceGroup]) -> dict[str, float]:
     nominal: dict[str, float] = {}
     for group in groups:
-        for flavor in getattr(group, "flavors", ()):
+        for flavor in group.flavors:
             usage = {(flavor.name, r): q.nominal for r, q in flavor.resources.items()}
             for name, gpus in gpus_of_usage(usage).items():
                 nominal[name] = nominal.get(name, 0.0) + gpus
