@@ -19,6 +19,7 @@ from gpuq.api.loader import LoadResult, load
 from gpuq.api.quantity import format_amount
 from gpuq.commands.nodes import node_detail, nodes_document
 from gpuq.commands.pack import pack
+from gpuq.commands.simulate import simulate
 from gpuq.core.admission import Scheduler
 from gpuq.core.cycles import AdmitRun, run_cycles
 from gpuq.core.nodes import HOSTNAME_LABEL, is_device_resource
@@ -35,6 +36,7 @@ app = typer.Typer(
 get_app = typer.Typer(help="List objects of a snapshot (nodes).", no_args_is_help=True)
 describe_app = typer.Typer(help="Show one object of a snapshot in detail (node).", no_args_is_help=True)
 app.command("pack")(pack)
+app.command("simulate")(simulate)
 app.add_typer(get_app, name="get")
 app.add_typer(describe_app, name="describe")
 out = Console(width=None if sys.stdout.isatty() else 200)

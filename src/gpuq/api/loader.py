@@ -32,6 +32,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from gpuq.api import convert, kueue, machine_checks, nodes_convert, references, validation
+from gpuq.api import scenario as _scenario  # noqa: F401  (registers the Scenario kind)
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, ManifestError, sort_diagnostics
 from gpuq.api.fields import unknown_fields, unknown_raw_fields
 from gpuq.api.names import dns_subdomain_problem
@@ -147,7 +148,7 @@ def _read_inputs(
         if path == "-":
             yield STDIN, (stdin or sys.stdin).read()
             continue
-        for file in _expand_path(path):
+        for file in expand_path(path):
             try:
                 with open(file, encoding="utf-8") as handle:
                     yield file, handle.read()
@@ -155,7 +156,8 @@ def _read_inputs(
                 diagnostics.append(Diagnostic(file, 0, "", "", "", f"cannot read: {err}"))
 
 
-def _expand_path(path: str) -> list[str]:
+def expand_path(path: str) -> list[str]:
+    """A file, or every manifest file under a directory (sorted, recursive)."""
     if not os.path.isdir(path):
         return [path]
     found = []

@@ -232,8 +232,10 @@ def generated_labels(pool: machines.NodePool, name: str, index: int) -> dict[str
     return labels
 
 
-def expand_pool(pool: machines.NodePool, catalogue: GPUCatalogue) -> tuple[Node, ...]:
-    """The pool's ``count`` nodes, in index order."""
+def expand_pool(
+    pool: machines.NodePool, catalogue: GPUCatalogue, upto: int | None = None
+) -> tuple[Node, ...]:
+    """The pool's ``count`` nodes (or its first ``upto``, up to ``max``), in index order."""
     spec = pool.spec
     model = effective_model(spec.gpu, catalogue)
     gpu_count = spec.gpu.count if spec.gpu is not None else 0
@@ -259,7 +261,7 @@ def expand_pool(pool: machines.NodePool, catalogue: GPUCatalogue) -> tuple[Node,
             pool=str(pool.metadata.name),
             capacity_type=spec.capacity_type,
         )
-        for index, name in enumerate(node_names(pool))
+        for index, name in enumerate(node_names(pool, upto))
     )
 
 

@@ -76,7 +76,9 @@ def to_sim_jobs(
         if problem:
             bad.append(BadRow(source, job.source_line, f"{job.namespace}/{job.name}: {problem}"))
             continue
-        pod_set = PodSet(POD_SET, job.pods, pod_requests(job), node_selector=selector)
+        pod_set = PodSet(
+            POD_SET, job.pods, pod_requests(job), node_selector=selector, tolerations=job.tolerations
+        )
         workload = Workload(
             namespace=job.namespace,
             name=job.name,

@@ -46,10 +46,10 @@ def percentile(ordered: Sequence[float], pct: float) -> float:
 
 
 def wait_of(run: JobRun) -> float | None:
-    """Queueing delay: submission to first start."""
-    if run.first_started is None:
+    """Queueing delay: submission until every pod first had a node (admitted and placed)."""
+    if run.first_bound is None:
         return None
-    return run.first_started - run.job.workload.creation_time
+    return run.first_bound - run.job.workload.creation_time
 
 
 def jct_of(run: JobRun) -> float | None:

@@ -74,6 +74,7 @@ class JobRun:
     cluster_queue: str | None = None
     remaining_s: float = 0.0
     first_admitted: float | None = None
+    first_bound: float | None = None  # every pod first had a node: the end of queueing
     first_started: float | None = None
     ended: float | None = None
     bound_at: float | None = None  # pods bound since
@@ -286,6 +287,8 @@ class Simulation:
     def _bound(self, run: JobRun, now: float) -> None:
         """Every pod of ``run`` has a node: hold the GPUs, start after the start-up delay."""
         run.bound_at = now
+        if run.first_bound is None:
+            run.first_bound = now
         self._nodes_changed(run.job.key, now)
         self.recorder.team_running(now, run.job.team, run.job.gpus)
         if self.settings.startup_s > 0:

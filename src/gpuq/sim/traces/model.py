@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpuq.core.model import Toleration
+
 
 @dataclass(frozen=True, slots=True)
 class TraceJob:
@@ -27,6 +29,7 @@ class TraceJob:
     gpu_model: str | None = None  # a catalogue name or GFD product, as written
     checkpoint_s: float | None = None  # checkpoint interval; None: an eviction loses all work done
     failed: bool = False  # the job ends in failure after ``duration_s``
+    tolerations: tuple[Toleration, ...] = ()  # e.g. to run on tainted spot nodes
     source_line: int = 0  # line in the trace file (1 = header), for messages
 
 

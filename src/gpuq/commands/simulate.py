@@ -1,0 +1,268 @@
+"""``gpuq simulate``: replay workloads against configurations and report waits, use, fairness, cost."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from gpuq.sim.metrics import SCHEMA, variant_metrics, workloads_csv
+from gpuq.sim.scenario import (
+    PreparedVariant,
+    ScenarioError,
+    ScenarioPlan,
+    load_workloads,
+    plan_scenario,
+    prepare,
+)
+from gpuq.sim.simulator import SimResult, Simulation
+from gpuq.sim.traces.model import BadRow, TraceError
+
+out = Console(width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+SHOWN_BAD_ROWS = 10
+
+
+def simulate(
+    files: Annotated[
+        list[str],
+        typer.Option(
+            "--filename", "-f", help="Manifests, directories and a Scenario (gpuq.dev/v1alpha1); repeatable."
+        ),
+    ],
+    trace: Annotated[
+        str | None,
+        typer.Option(
+            "--trace", help="Workload trace (CSV, JSONL or a public trace); overrides the Scenario's."
+        ),
+    ] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Output directory (default ./gpuq-out/<scenario>).")
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Random seed (default: the Scenario's).")] = None,
+    compare: Annotated[
+        bool, typer.Option("--compare", help="Run every variant of the Scenario side by side.")
+    ] = False,
+    variant: Annotated[
+        str | None, typer.Option("--variant", help="Run only this variant of the Scenario.")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar, no tables.")] = False,
+) -> None:
+    """Simulate the Scenario (or a trace against the configuration) with the same engine as gpuq serve.
+
+    Writes metrics.json, workloads.csv and report.html (opens offline) to --out.
+    """
+    try:
+        plan = plan_scenario(files, trace=trace, seed=seed, compare=compare, variant=variant)
+        workloads = load_workloads(plan)
+    except ScenarioError as error:
+        for diagnostic in error.diagnostics:
+            err.print(str(diagnostic), highlight=False, markup=False)
+        err.print(f"error: {error.message}", style="red", highlight=False, markup=False)
+        raise typer.Exit(1) from error
+    except TraceError as error:
+        err.print(f"error: {error}", style="red", highlight=False, markup=False)
+        raise typer.Exit(1) from error
+    if plan.workload_objects:
+        err.print(
+            f"note: {plan.workload_objects} workload object(s) in the configuration are not simulated; "
+            "the Scenario's workload source is",
+            highlight=False,
+        )
+    for note in workloads.notes:
+        err.print(f"note: {note}", highlight=False, markup=False)
+    _report_bad_rows(list(workloads.bad_rows), workloads.rows)
+    target = out_dir or Path("gpuq-out") / plan.name
+    variants: list[dict[str, Any]] = []
+    csv_parts: list[str] = []
+    for variant_plan in plan.variants:
+        try:
+            prepared = prepare(plan, variant_plan, workloads)
+        except ScenarioError as error:
+            for diagnostic in error.diagnostics:
+                err.print(str(diagnostic), highlight=False, markup=False)
+            err.print(f"error: {error.message}", style="red", highlight=False, markup=False)
+            raise typer.Exit(1) from error
+        _report_bad_rows(prepared.bad_rows, workloads.rows, f"variant {variant_plan.name}: ")
+        started = time.perf_counter()
+        result = _run(prepared, quiet)
+        wall = time.perf_counter() - started
+        shares = plan.spec.fairness.shares if plan.spec else {}
+        total = sum(shares.values())
+        metrics = variant_metrics(
+            variant_plan.name,
+            result,
+            prepared.config,
+            description=variant_plan.description,
+            bins=plan.spec.settings.bins if plan.spec else 240,
+            entitlements={t: s / total for t, s in shares.items()} if shares else None,
+        )
+        metrics["workloads"]["bad_rows"] = len(workloads.bad_rows) + len(prepared.bad_rows)
+        variants.append(metrics)
+        csv_parts.append(
+            workloads_csv(result.runs.values(), variant_plan.name if len(plan.variants) > 1 else None)
+        )
+        if not quiet:
+            err.print(
+                f"variant {variant_plan.name}: {len(result.runs)} workloads, {result.events} events, "
+                f"{result.cycles} scheduling cycles in {wall:.1f}s wall",
+                highlight=False,
+            )
+    document = {"schema": SCHEMA, "scenario": plan.name, "seed": plan.seed, "variants": variants}
+    paths = _write_outputs(target, document, csv_parts)
+    if not quiet:
+        _print_summary(plan, variants)
+    out.print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False, markup=False)
+
+
+def _run(prepared: PreparedVariant, quiet: bool) -> SimResult:
+    jobs = prepared.jobs
+    last = max((j.workload.creation_time for j in jobs), default=0.0)
+    total = prepared.settings.horizon_s or last or 1.0
+    with Progress(
+        TextColumn(f"[bold]{prepared.plan.name}"),
+        BarColumn(),
+        TextColumn("{task.fields[clock]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=quiet,
+    ) as progress:
+        task = progress.add_task("simulating", total=total, clock="")
+        marks = {"next": 0.0}
+        step = total / 200
+
+        def on_progress(now: float) -> None:
+            if now >= marks["next"]:
+                marks["next"] = now + step
+                progress.update(task, completed=min(now, total), clock=f"t={_human(now)}")
+
+        simulation = Simulation(
+            prepared.config,
+            prepared.nodes,
+            jobs,
+            prepared.settings,
+            prices=prepared.prices,
+            initially_down=prepared.initially_down,
+            on_progress=None if quiet else on_progress,
+        )
+        return simulation.run()
+
+
+def _write_outputs(target: Path, document: dict[str, Any], csv_parts: list[str]) -> list[Path]:
+    target.mkdir(parents=True, exist_ok=True)
+    metrics_path = target / "metrics.json"
+    metrics_path.write_text(json.dumps(document, indent=1) + "\n")
+    csv_path = target / "workloads.csv"
+    header, *rest = csv_parts
+    csv_path.write_text(header + "".join(part.split("\n", 1)[1] for part in rest))
+    paths = [metrics_path, csv_path]
+    try:
+        from gpuq.sim.report import write_report
+    except ImportError:  # pragma: no cover - the report module ships with the package
+        return paths
+    report_path = target / "report.html"
+    write_report(document, report_path)
+    return [*paths, report_path]
+
+
+def _report_bad_rows(bad: list[BadRow], rows: int, prefix: str = "") -> None:
+    if not bad:
+        return
+    err.print(
+        f"warning: {prefix}{len(bad)} of {rows} trace row(s) were refused:", style="yellow", highlight=False
+    )
+    for row in bad[:SHOWN_BAD_ROWS]:
+        err.print(f"  {row}", highlight=False, markup=False)
+    if len(bad) > SHOWN_BAD_ROWS:
+        err.print(f"  ... and {len(bad) - SHOWN_BAD_ROWS} more (--strict makes them fatal)", highlight=False)
+
+
+def _print_summary(plan: ScenarioPlan, variants: list[dict[str, Any]]) -> None:
+    table = Table(title=f"Scenario {plan.name} (seed {plan.seed})")
+    table.add_column("")
+    for v in variants:
+        table.add_column(v["name"], justify="right")
+    rows: list[tuple[str, Any]] = [
+        (
+            "workloads submitted / finished",
+            lambda v: f"{v['workloads']['submitted']} / {v['workloads']['finished']}",
+        ),
+        (
+            "pending / running at end",
+            lambda v: f"{v['workloads']['pending_at_end']} / {v['workloads']['running_at_end']}",
+        ),
+        (
+            "wait p50 / p90",
+            lambda v: f"{_human(v['overall']['wait_s']['p50'])} / {_human(v['overall']['wait_s']['p90'])}",
+        ),
+        (
+            "wait p99 / max",
+            lambda v: f"{_human(v['overall']['wait_s']['p99'])} / {_human(v['overall']['wait_s']['max'])}",
+        ),
+        ("completion time p50", lambda v: _human(v["overall"]["jct_s"]["p50"])),
+        (
+            "preemptions / lost GPU-hours",
+            lambda v: f"{v['workloads']['preemptions']} / {v['overall']['lost_gpu_hours']:.1f}",
+        ),
+        ("GPU allocation (mean)", lambda v: _pct(_mean(v["series"]["gpu_allocation"]))),
+        (
+            "fairness (Jain)",
+            lambda v: "-" if v["fairness"]["jain"] is None else f"{v['fairness']['jain']:.3f}",
+        ),
+        (
+            "cost used / total",
+            lambda v: f"{v['cost']['used']:,.0f} / {v['cost']['total']:,.0f} {v['cost']['currency']}",
+        ),
+    ]
+    for label, get in rows:
+        table.add_row(label, *(get(v) for v in variants))
+    out.print(table)
+    teams = Table(title="Per team: wait p50 / p90, GPU-hours (share of quota share)")
+    teams.add_column("team")
+    for v in variants:
+        teams.add_column(v["name"], justify="right")
+    names = sorted({t["name"] for v in variants for t in v["teams"]})
+    for name in names:
+        cells = []
+        for v in variants:
+            team = next((t for t in v["teams"] if t["name"] == name), None)
+            if team is None:
+                cells.append("-")
+                continue
+            share = team["gpu_hours_share"]
+            quota = team["quota_share"]
+            ratio = f" ({share / quota:.2f}×)" if share is not None and quota else ""
+            cells.append(
+                f"{_human(team['wait_s']['p50'])} / {_human(team['wait_s']['p90'])}, "
+                f"{team['gpu_hours']:.0f} h{ratio}"
+            )
+        teams.add_row(name, *cells)
+    out.print(teams)
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _human(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.0f}s" if seconds >= 1 or seconds == 0 else f"{seconds * 1000:.0f}ms"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f}m"
+    if seconds < 86400 * 2:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
