@@ -97,11 +97,10 @@ def load_mapping(path: str | Path) -> GroupMapping:
 
 
 def _group_key(source: Path, key: object) -> str:
-    """Group keys are text; YAML reads unquoted ``6214e9`` as a float, so say to quote it."""
+    """Group keys are text. YAML reads some unquoted ids as numbers (``0123`` as 83, ``1.50`` as
+    1.5), and the text cannot be recovered, so any other key asks to be quoted."""
     if isinstance(key, str):
         return key
-    if isinstance(key, int) and not isinstance(key, bool):
-        return str(key)
     raise TraceError(f'{source}: groups: key {key!r} is not text: quote it (e.g. "6214e9")')
 
 
