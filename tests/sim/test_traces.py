@@ -332,6 +332,12 @@ def test_compressed_generic_csv_reads_like_the_plain_one(tmp_path: Path) -> None
     assert read_trace(path).jobs == (good_job("ok", 2),)
 
 
+def test_byte_order_mark_before_the_header_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "excel.csv"
+    path.write_bytes(f"{HEADER}\r\n{GOOD}\r\n".encode("utf-8-sig"))
+    assert read_trace(path).jobs == (good_job("ok", 2),)
+
+
 # --- Philly -----------------------------------------------------------------------------------
 
 

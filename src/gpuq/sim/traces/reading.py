@@ -25,7 +25,7 @@ class RowError(ValueError):
 
 
 def open_text(path: Path) -> TextIO:
-    """The file as text: ``.xz`` files decompressed, newlines left to the csv module.
+    """The file as text: ``.xz`` files decompressed, a byte-order mark dropped, newlines left to csv.
 
     Raises :class:`TraceError` naming the file when it cannot be opened.
     """
@@ -33,8 +33,8 @@ def open_text(path: Path) -> TextIO:
         raise TraceError(f"{path}: no such file")
     try:
         if path.suffix == ".xz":
-            return lzma.open(path, "rt", encoding="utf-8", newline="")
-        return path.open(encoding="utf-8", newline="")
+            return lzma.open(path, "rt", encoding="utf-8-sig", newline="")
+        return path.open(encoding="utf-8-sig", newline="")
     except OSError as err:
         raise TraceError(f"{path}: cannot open: {err}") from err
 
