@@ -551,6 +551,23 @@ def test_node_pools_map_known_models_and_define_the_others() -> None:
     }  # fmt: skip
 
 
-def test_unknown_machine_list_is_a_trace_error(tmp_path: Path) -> None:
-    with pytest.raises(TraceError, match="not a known machine list"):
-        node_pools(write(tmp_path, "machines.csv", "a,b\n"))
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("machines.csv", "a,b\n", "not a known machine list (names start with: openb_node_list, "),
+        ("openb_node_list_x.csv", "sn,cpu_milli,memory_mib,gpu,model\nn-0,96000,1024,8,\n",
+         ":2: 8 GPUs of model (none): both or neither expected"),
+        ("pai_machine_spec.csv", "machine,gpu_type,cap_cpu,cap_mem,cap_gpu\nm,T4,96,lots,2\n",
+         ":2: memory: 'lotsGi' is not a quantity"),
+        ("node_info_df.csv", "gpu_model,gpu_capacity_num,cpu_num\nA10,one,128\n",
+         ":2: 'one' is not a whole number of GPUs or CPUs"),
+    ],
+    ids=["an unknown file name", "gpus without a model", "memory that is not a number", "gpus in words"],
+)
+def test_bad_machine_list_is_a_trace_error_naming_the_line(
+    tmp_path: Path, name: str, text: str, message: str
+) -> None:
+    path = write(tmp_path, name, text)
+    with pytest.raises(TraceError) as raised:
+        node_pools(path)
+    assert str(raised.value).startswith(f"{path}{'' if message.startswith(':') else ': '}{message}")

@@ -219,8 +219,12 @@ def _machine(path: Path, line: int, model: str | None, gpus: str, cpu: str, memo
     """A machine with canonical quantities (``96000m`` -> ``96``, ``393216Mi`` -> ``384Gi``)."""
     cpu_milli = _amount(path, line, "cpu", cpu)
     memory_bytes = _amount(path, line, "memory", memory)
+    count = _int(path, line, gpus)
+    if (model is None) != (count == 0):
+        shown = model or "(none)"
+        raise TraceError(f"{path}:{line}: {count} GPUs of model {shown}: both or neither expected")
     cpu_text, memory_text = format_amount("cpu", cpu_milli), format_amount("memory", memory_bytes)
-    return Machine(model, _int(path, line, gpus), cpu_text, memory_text)
+    return Machine(model, count, cpu_text, memory_text)
 
 
 def _amount(path: Path, line: int, resource: str, text: str) -> int:

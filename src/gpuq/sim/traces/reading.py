@@ -65,7 +65,8 @@ def column_index(
     header: Sequence[str], path: Path, required: Iterable[str], optional: Iterable[str] = (), hint: str = ""
 ) -> dict[str, int]:
     """Position of every required and present optional column; TraceError naming the missing ones."""
-    positions = {name: i for i, name in reversed(list(enumerate(header)))}
+    positions = {name: i for i, name in reversed(list(enumerate(header)))}  # the first of repeated names
+    required = list(required)
     missing = [name for name in required if name not in positions]
     if missing:
         raise TraceError(f"{path}: missing column(s) {', '.join(missing)}{hint}")
