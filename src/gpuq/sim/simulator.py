@@ -374,8 +374,11 @@ class Simulation:
         if self.placer is not None:
             for name in nodes:
                 self.recorder.node_changed(now, self.placer.nodes[name])
+        waiting.discard(key)
         for bound in sorted(waiting - set(self.scheduler.unplaced)):
-            self._bound(self.runs[bound], now)
+            run = self.runs[bound]
+            if run.status == JobStatus.ADMITTED and run.bound_at is None:
+                self._bound(run, now)
         self._dirty = True
 
     def _pods_ready_timeout(self, run: JobRun, now: float) -> None:
