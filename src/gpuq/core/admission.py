@@ -433,6 +433,13 @@ class Scheduler:
                 key, self._admitted_workload, lambda cq: self.queues[cq].requeue_inadmissible()
             )
 
+    def nodes_added(self) -> None:
+        """Nodes joined or came back: pods waiting for room may bind, topology-blocked heads retry."""
+        if self.binder is not None:
+            self.binder.capacity_added(
+                self._admitted_workload, lambda cq: self.queues[cq].requeue_inadmissible()
+            )
+
     def _admitted_workload(self, key: str) -> Workload | None:
         admitted = self.state.admitted.get(key)
         return admitted.workload if admitted is not None else None

@@ -68,6 +68,14 @@ class Binder:
         """
         self.placer.release(key)
         self.unplaced.pop(key, None)
+        self.capacity_added(admitted, wake)
+
+    def capacity_added(
+        self,
+        admitted: Callable[[str], Workload | None],
+        wake: Callable[[str], object],
+    ) -> None:
+        """Nodes have more room (a release, a node added): wake topology-blocked queues, bind what fits."""
         for cq_name in sorted(self.topology_blocked):
             wake(cq_name)
         self.topology_blocked.clear()

@@ -416,6 +416,8 @@ class Simulation:
                 self._down.discard(name)
                 self.placer.set_down(name, False)
                 self.recorder.node_up(now, self.placer.nodes[name], self.prices.get(name, 0.0))
+        if change.action == "add":
+            self._released("", now, self.scheduler.nodes_added)
         self._dirty = True
 
     def _take_down(self, name: str, now: float) -> None:
