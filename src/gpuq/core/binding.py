@@ -33,6 +33,7 @@ class Binder:
         self.unplaced: dict[str, PlacementFailure] = {}  # admitted, pods waiting for room on a node
         self.topology_blocked: set[str] = set()  # queues with a head no topology domain held
         self._assumed: list[str] = []
+        self.explain_failures = True  # a simulator that never shows the messages turns this off
 
     def assume(self, workload: Workload, pod_sets: Sequence[PodSetAssignment]) -> str:
         """Place tentatively; the reason when a topology-aware pod set cannot be placed, else ""."""
@@ -49,10 +50,14 @@ class Binder:
             self.placer.release(key)
         self._assumed.clear()
 
-    def bind(self, workload: Workload, pod_sets: Sequence[PodSetAssignment]) -> None:
-        outcome = self.placer.place(workload, pod_sets)
+    def bind(self, workload: Workload, pod_sets: Sequence[PodSetAssignment], retry: bool = False) -> None:
+        """Bind every pod or record why not. The kube-scheduler's per-node summary reads every node,
+        so it is written once, when the workload first fails, and only with ``explain_failures``."""
+        explain = self.explain_failures and not (retry and workload.key in self.unplaced)
+        outcome = self.placer.place(workload, pod_sets, explain=explain)
         if isinstance(outcome, PlacementFailure):
-            self.unplaced[workload.key] = outcome
+            if explain or workload.key not in self.unplaced:
+                self.unplaced[workload.key] = outcome
         else:
             self.unplaced.pop(workload.key, None)
 
@@ -82,4 +87,4 @@ class Binder:
         for waiting in list(self.unplaced):
             workload = admitted(waiting)
             if workload is not None and workload.admission is not None:
-                self.bind(workload, workload.admission.pod_set_assignments)
+                self.bind(workload, workload.admission.pod_set_assignments, retry=True)

@@ -133,6 +133,8 @@ class Simulation:
             else None
         )
         self.scheduler = Scheduler(config, self.placer)
+        if self.scheduler.binder is not None:
+            self.scheduler.binder.explain_failures = False
         self.recorder = Recorder(config)
         self.queue = EventQueue()
         self.jobs = sorted(jobs, key=lambda j: (j.workload.creation_time, j.workload.uid, j.key))
