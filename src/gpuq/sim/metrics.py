@@ -146,6 +146,8 @@ def variant_metrics(
             "total": _round(total_cost),
         },
         "fairness": {"jain": _round(jain(teams))},
+        "quota_utilisation": quota_utilisation(recorder, span),
+        "classes": workload_classes(runs),
         "series": series(recorder, span, bins),
         "wait_cdf": wait_cdfs(by_team, runs),
     }
@@ -165,6 +167,44 @@ def _counts(runs: Sequence[JobRun]) -> dict[str, int]:
         "preemptions": sum(r.preempted for r in runs),
         "evictions": sum(r.evictions for r in runs),
     }
+
+
+def quota_utilisation(recorder: Recorder, span: float) -> dict[str, float | None]:
+    """Per resource: usage held over time ÷ (nominal quota of every queue × span), as Kueue's
+    scheduler performance checker computes ClusterQueue utilisation."""
+    shares: dict[str, float | None] = {}
+    for resource, nominal in sorted(recorder.quota_nominal.items()):
+        used = recorder.quota_used.get(resource)
+        if nominal <= 0 or span <= 0:
+            shares[resource] = None
+            continue
+        shares[resource] = _round((used.integral(span) if used else 0.0) / (nominal * span))
+    return shares
+
+
+def workload_class(name: str) -> str:
+    """A workload's class: its name without the trailing number (``small-00042`` is ``small``)."""
+    stem, _, number = name.rpartition("-")
+    return stem if stem and number.isdigit() else name
+
+
+def workload_classes(runs: Sequence[JobRun]) -> list[dict[str, Any]]:
+    """Time from submission to first admission per class, as Kueue's performance checker reports it."""
+    by_class = _group(runs, lambda r: workload_class(r.job.workload.name))
+    return [
+        {
+            "name": name,
+            "count": len(members),
+            "time_to_admission_s": quantiles(
+                [
+                    r.first_admitted - r.job.workload.creation_time
+                    for r in members
+                    if r.first_admitted is not None
+                ]
+            ),
+        }
+        for name, members in sorted(by_class.items())
+    ]
 
 
 def quota_shares(config: ClusterConfig, by_team: Mapping[str, Sequence[JobRun]]) -> dict[str, float]:

@@ -113,6 +113,13 @@ class Recorder:
             name: QueueLedger(cq.cohort, nominal_gpus(cq.resource_groups))
             for name, cq in config.cluster_queues.items()
         }
+        self.quota_used: dict[str, StepSeries] = {}  # resource -> usage summed over queues and flavors
+        self.quota_nominal: dict[str, int] = {}  # resource -> nominal quota summed over queues and flavors
+        for cq in config.cluster_queues.values():
+            for group in cq.resource_groups:
+                for flavor in group.flavors:
+                    for resource, quota in flavor.resources.items():
+                        self.quota_nominal[resource] = self.quota_nominal.get(resource, 0) + quota.nominal
         self.cohorts = {cohort: CohortLedger() for q in self.queues.values() if (cohort := q.cohort)}
         for queue in self.queues.values():
             queue.borrowed, queue.idle = queue.recompute()
@@ -169,6 +176,8 @@ class Recorder:
     # ------------------------------------------------------------------ quota
     def queue_usage(self, now: float, cq_name: str, usage: Mapping[FlavorResource, int], sign: int) -> None:
         """A workload started (+1) or stopped (-1) holding ``usage`` in ``cq_name``."""
+        for (_flavor, resource), amount in usage.items():
+            self.quota_used.setdefault(resource, StepSeries()).add(now, sign * amount)
         queue = self.queues[cq_name]
         cohort = self.cohorts.get(queue.cohort) if queue.cohort else None
         if cohort is not None:
