@@ -53,6 +53,7 @@ def simulate(
     variant: Annotated[
         str | None, typer.Option("--variant", help="Run only this variant of the Scenario.")
     ] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Refused trace rows are fatal.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar, no tables.")] = False,
 ) -> None:
     """Simulate the Scenario (or a trace against the configuration) with the same engine as gpuq serve.
@@ -60,7 +61,7 @@ def simulate(
     Writes metrics.json, workloads.csv and report.html (opens offline) to --out.
     """
     try:
-        plan = plan_scenario(files, trace=trace, seed=seed, compare=compare, variant=variant)
+        plan = plan_scenario(files, trace=trace, seed=seed, compare=compare, variant=variant, strict=strict)
         workloads = load_workloads(plan)
     except ScenarioError as error:
         for diagnostic in error.diagnostics:
@@ -90,6 +91,9 @@ def simulate(
                 err.print(str(diagnostic), highlight=False, markup=False)
             err.print(f"error: {error.message}", style="red", highlight=False, markup=False)
             raise typer.Exit(1) from error
+        if strict and prepared.bad_rows:
+            err.print(f"error: {prepared.bad_rows[0]}", style="red", highlight=False, markup=False)
+            raise typer.Exit(1)
         _report_bad_rows(prepared.bad_rows, workloads.rows, f"variant {variant_plan.name}: ")
         started = time.perf_counter()
         result = _run(prepared, quiet)

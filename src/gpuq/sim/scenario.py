@@ -84,6 +84,7 @@ def plan_scenario(
     seed: int | None = None,
     compare: bool = False,
     variant: str | None = None,
+    strict: bool = False,
 ) -> ScenarioPlan:
     """Find the Scenario among ``files`` and decide which configurations to run."""
     result = load(files)
@@ -100,9 +101,8 @@ def plan_scenario(
         if compare or variant:
             raise ScenarioError("--compare and --variant need a Scenario with variants")
         base = VariantPlan("baseline", "", tuple(inputs))
-        return ScenarioPlan(
-            DEFAULT_NAME, seed or 0, None, TraceSource(path=trace), (base,), Path.cwd(), _workloads(result)
-        )
+        source = TraceSource(path=trace, strict=strict)
+        return ScenarioPlan(DEFAULT_NAME, seed or 0, None, source, (base,), Path.cwd(), _workloads(result))
     manifest = scenarios[0]
     scenario: Scenario = manifest.model
     spec = scenario.spec
@@ -139,6 +139,8 @@ def plan_scenario(
         source = source.model_copy(update={"path": _file(base_dir, source.path)})
         if source.mapping:
             source = source.model_copy(update={"mapping": _file(base_dir, source.mapping)})
+    if source is not None and strict:
+        source = source.model_copy(update={"strict": True})
     return ScenarioPlan(
         manifest.name,
         spec.settings.seed if seed is None else seed,

@@ -1,0 +1,214 @@
+"""``gpuq simulate`` as a user runs it: outputs, comparison, determinism, and the ways inputs fail."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuq.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+HOLIDAY = str(ROOT / "examples" / "symbol-retail")
+runner = CliRunner()
+
+CLUSTER = """\
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: gpu}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: gpu
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: q, namespace: team-a}
+spec: {clusterQueue: team-a}
+---
+apiVersion: gpuq.dev/v1alpha1
+kind: NodePool
+metadata: {name: box}
+spec: {machineType: box, count: 1, cpu: "64", memory: 512Gi, gpu: {model: A100-80GB, count: 8}, price: 16}
+"""
+
+TRACE = """\
+name,namespace,queue,submit_s,duration_s,priority,pods,gpus,cpu,memory,gpu_model
+a1,team-a,q,0,100,,1,8,,,
+a2,team-a,q,10,50,high,1,4,,,
+a3,team-a,q,20,-5,,1,1,,,
+a4,team-a,q,30,10,nosuch,1,1,,,
+"""
+
+
+@pytest.fixture
+def trace_setup(tmp_path: Path) -> tuple[Path, Path]:
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    (tmp_path / "trace.csv").write_text(TRACE)
+    return tmp_path / "cluster.yaml", tmp_path / "trace.csv"
+
+
+def test_compare_writes_metrics_workloads_and_report_for_every_variant(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["simulate", "-f", HOLIDAY, "--compare", "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["schema"] == "gpuq.dev/v1alpha1/SimulationMetrics"
+    assert (metrics["scenario"], metrics["seed"]) == ("holiday-rush", 42)
+    fcfs, kueue = metrics["variants"]
+    assert (fcfs["name"], kueue["name"]) == ("fcfs", "kueue")
+    assert fcfs["workloads"]["submitted"] == kueue["workloads"]["submitted"] > 100
+    assert fcfs["workloads"]["preemptions"] == 0  # no Kueue: nothing preempts
+    assert {t["name"] for t in kueue["teams"]} == {"recsys", "llm-finetune", "research"}
+    assert [c["name"] for c in kueue["cohorts"]] == ["retail"]
+    # The critical retraining team waits less under Kueue than under first come, first served.
+    recsys = {v["name"]: next(t for t in v["teams"] if t["name"] == "recsys") for v in (fcfs, kueue)}
+    assert recsys["kueue"]["wait_s"]["p90"] < recsys["fcfs"]["wait_s"]["p90"]
+    rows = list(csv.DictReader((out / "workloads.csv").open()))
+    assert {r["variant"] for r in rows} == {"fcfs", "kueue"}
+    assert len(rows) == 2 * fcfs["workloads"]["submitted"]
+    html = (out / "report.html").read_text()
+    for section in ('id="summary"', 'id="utilisation"', 'id="queues"', 'id="waits"', 'id="cohorts"'):
+        assert section in html
+
+
+def test_same_seed_gives_byte_identical_outputs_whatever_the_hash_seed(tmp_path: Path) -> None:
+    outputs = []
+    for hash_seed in ("1", "2"):
+        out = tmp_path / f"out-{hash_seed}"
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        command = [
+            sys.executable,
+            "-m",
+            "gpuq.cli",
+            "simulate",
+            "-f",
+            HOLIDAY,
+            "--compare",
+            "-q",
+            "--out",
+            str(out),
+        ]
+        subprocess.run(command, check=True, env=env, capture_output=True)
+        outputs.append(
+            {name: (out / name).read_bytes() for name in ("metrics.json", "workloads.csv", "report.html")}
+        )
+    assert outputs[0] == outputs[1]
+
+
+def test_another_seed_gives_other_arrivals(tmp_path: Path) -> None:
+    waits = []
+    for seed in ("1", "2"):
+        out = tmp_path / seed
+        result = runner.invoke(app, ["simulate", "-f", HOLIDAY, "--seed", seed, "-q", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        waits.append((out / "workloads.csv").read_text())
+    assert waits[0] != waits[1]
+
+
+def test_a_trace_against_a_configuration_reports_refused_rows_with_their_lines(
+    tmp_path: Path, trace_setup: tuple[Path, Path]
+) -> None:
+    cluster, trace = trace_setup
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["simulate", "-f", str(cluster), "--trace", str(trace), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "trace.csv:4" in result.output and "duration_s" in result.output
+    assert "trace.csv:5" in result.output and "WorkloadPriorityClass 'nosuch' not found" in result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    (variant,) = metrics["variants"]
+    assert variant["workloads"]["submitted"] == 2 and variant["workloads"]["bad_rows"] == 2
+    # a2 (high) waits for a1's node: 8 GPUs of quota, one 8-GPU node.
+    rows = {r["name"]: r for r in csv.DictReader((out / "workloads.csv").open())}
+    assert (rows["a2"]["started_s"], rows["a2"]["ended_s"]) == ("100", "150")
+
+
+def test_strict_makes_refused_rows_fatal(tmp_path: Path, trace_setup: tuple[Path, Path]) -> None:
+    cluster, trace = trace_setup
+    result = runner.invoke(
+        app, ["simulate", "-f", str(cluster), "--trace", str(trace), "--strict", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 1
+    assert "trace.csv:4" in result.output
+    assert not (tmp_path / "metrics.json").exists()
+
+
+SCENARIO = """\
+apiVersion: gpuq.dev/v1alpha1
+kind: Scenario
+metadata: {{name: s}}
+spec:
+  config: [cluster.yaml]
+  workloads: {{trace: {{path: trace.csv}}}}
+  {extra}
+"""
+
+FAILURES = [
+    ("no scenario and no trace", None, [], "no Scenario in the inputs and no --trace"),
+    ("compare without variants", "", ["--compare"], "declares no variants"),
+    (
+        "unknown variant",
+        "variants: [{name: a}]",
+        ["--variant", "b"],
+        "variant 'b' not found in Scenario s (variants: a)",
+    ),
+    ("duplicate variant", "variants: [{name: a}, {name: a}]", [], "variant 'a' is declared twice"),
+    (
+        "negative horizon",
+        "settings: {horizon: -5}",
+        [],
+        "spec.settings.horizon: Input should be greater than 0",
+    ),
+    (
+        "unknown node pool",
+        "settings: {nodeChanges: [{at: 10, action: remove, pool: nope}]}",
+        [],
+        "no NodePool or node named nope",
+    ),
+]
+
+
+@pytest.mark.parametrize(("title", "extra", "args", "message"), FAILURES, ids=[f[0] for f in FAILURES])
+def test_bad_inputs_fail_with_a_clear_error_and_write_nothing(
+    tmp_path: Path,
+    trace_setup: tuple[Path, Path],
+    title: str,
+    extra: str | None,
+    args: list[str],
+    message: str,
+) -> None:
+    cluster, _trace = trace_setup
+    given = str(cluster)
+    if extra is not None:
+        (tmp_path / "scenario.yaml").write_text(SCENARIO.format(extra=extra))
+        given = str(tmp_path / "scenario.yaml")
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["simulate", "-f", given, *args, "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert message in " ".join(result.output.split())
+    assert not out.exists()
+
+
+def test_a_missing_trace_file_is_named(tmp_path: Path, trace_setup: tuple[Path, Path]) -> None:
+    cluster, _trace = trace_setup
+    result = runner.invoke(app, ["simulate", "-f", str(cluster), "--trace", str(tmp_path / "nope.csv")])
+    assert result.exit_code == 1
+    assert "nope.csv" in result.output
