@@ -20,6 +20,8 @@ from gpuq.api.loader import load
 from gpuq.api.scenario import Distribution, Generator, TeamArrivals
 from gpuq.sim.generator import generate
 from gpuq.sim.jobs import to_sim_jobs
+from gpuq.sim.metrics import variant_metrics
+from gpuq.sim.scenario import load_workloads, plan_scenario, prepare
 from gpuq.sim.simulator import Simulation, SimSettings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,14 +114,51 @@ def _measure(label: str, run, workloads: int) -> None:  # type: ignore[no-untype
     sys.stdout.flush()
 
 
+def run_scenario(label: str, scenario: Path, variant: str | None) -> None:
+    """A scenario end to end as ``gpuq simulate`` runs it (reading, conversion, simulation, metrics)."""
+    started = time.perf_counter()
+    plan = plan_scenario([str(scenario)], variant=variant)
+    trace = load_workloads(plan)
+    read = time.perf_counter() - started
+    prepared = prepare(plan, plan.variants[0], trace)
+    result = Simulation(
+        prepared.config,
+        prepared.nodes,
+        prepared.jobs,
+        prepared.settings,
+        prices=prepared.prices,
+        initially_down=prepared.initially_down,
+    ).run()
+    variant_metrics(plan.variants[0].name, result, prepared.config)
+    wall = time.perf_counter() - started
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        f"{label}: {len(prepared.jobs):,} workloads\n  wall {wall:.1f}s (trace read {read:.1f}s)"
+        f" · {len(prepared.jobs) / wall:,.0f} workloads/s · {result.events / wall:,.0f} events/s"
+        f" · {result.cycles:,} cycles · peak RSS {peak_mib:,.0f} MiB"
+    )
+    sys.stdout.flush()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workloads", type=int, default=200_000)
     parser.add_argument("--load", type=float, default=0.9, help="offered GPU load ÷ capacity")
+    parser.add_argument("--scaling", action="store_true", help="also run 50k and 100k workloads")
     parser.add_argument("--skip-trace", action="store_true")
     parser.add_argument("--skip-baseline", action="store_true")
     args = parser.parse_args()
-    run_synthetic(args.workloads, load_factor=args.load)
+    if not args.skip_baseline:
+        run_scenario(
+            "examples/kueue-perf-baseline", ROOT / "examples/kueue-perf-baseline/scenario.yaml", None
+        )
+    if not args.skip_trace and PHILLY.exists():
+        run_scenario(
+            "Philly trace (largest staged), kueue variant", ROOT / "examples/philly/scenario.yaml", "kueue"
+        )
+    sizes = [args.workloads // 4, args.workloads // 2, args.workloads] if args.scaling else [args.workloads]
+    for size in sizes:
+        run_synthetic(size, load_factor=args.load)
 
 
 if __name__ == "__main__":
