@@ -22,7 +22,7 @@ from gpuq.sim.generator import generate
 from gpuq.sim.jobs import to_sim_jobs
 from gpuq.sim.metrics import variant_metrics
 from gpuq.sim.scenario import load_workloads, plan_scenario, prepare
-from gpuq.sim.simulator import Simulation, SimSettings
+from gpuq.sim.simulator import SimSettings, Simulation
 
 ROOT = Path(__file__).resolve().parent.parent
 PHILLY = Path("/work/shared/traces/philly/philly_jobs_sia.csv.xz")
@@ -107,8 +107,9 @@ def _measure(label: str, run, workloads: int) -> None:  # type: ignore[no-untype
     wall = time.perf_counter() - started
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
-        f"{label}\n  wall {wall:.1f}s · {workloads / wall:,.0f} workloads/s · {result.events / wall:,.0f} events/s"
-        f" · {result.passes:,} passes · {result.cycles:,} cycles · simulated span {result.span_s / 3600:,.1f}h"
+        f"{label}\n  wall {wall:.1f}s · {workloads / wall:,.0f} workloads/s"
+        f" · {result.events / wall:,.0f} events/s · {result.passes:,} passes · {result.cycles:,} cycles"
+        f" · simulated span {result.span_s / 3600:,.1f}h"
         f" · peak RSS {peak_mib:,.0f} MiB"
     )
     sys.stdout.flush()
