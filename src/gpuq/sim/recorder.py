@@ -105,7 +105,7 @@ class Recorder:
         self.fragmented = StepSeries()  # free GPU share on nodes partly in use
         self.node_cost_rate = StepSeries()  # price per hour of the nodes in service
         self.running: dict[str, StepSeries] = {}  # team -> GPUs held
-        self.pending: dict[str, StepSeries] = {}  # team -> workloads waiting for admission
+        self.pending: dict[str, StepSeries] = {}  # team -> workloads submitted, pods not all bound yet
         self._nodes: dict[str, tuple[float, int]] = {}
         self._gpus: dict[str, int] = {}
         self._prices: dict[str, float] = {}

@@ -279,7 +279,6 @@ class Simulation:
             run.first_admitted = now
         admitted = self.scheduler.state.admitted[decision.workload]
         run.usage = admitted.usage
-        self.recorder.team_pending(now, run.job.team, -1)
         self.recorder.queue_usage(now, decision.cluster_queue, run.usage, 1)
         if self._ready_timeout is not None:
             self.queue.push(now + self._ready_timeout, EventKind.PODS_READY_TIMEOUT, run.job.key, run.version)
@@ -289,6 +288,7 @@ class Simulation:
     def _bound(self, run: JobRun, now: float) -> None:
         """Every pod of ``run`` has a node: hold the GPUs, start after the start-up delay."""
         run.bound_at = now
+        self.recorder.team_pending(now, run.job.team, -1)
         if run.first_bound is None:
             run.first_bound = now
         self._nodes_changed(run.job.key, now)
@@ -351,6 +351,7 @@ class Simulation:
         self._released(run.job.key, now, lambda: self.scheduler.finish(run.job.key))
 
     def _evict(self, run: JobRun, now: float, reason: str, requeue_at: float | None = None) -> None:
+        was_bound = run.bound_at is not None
         ran = self._stop(run, now)
         checkpoint = run.checkpoint_s or self.settings.checkpoint_s
         saved = math.floor(ran / checkpoint) * checkpoint if checkpoint else 0.0
@@ -360,8 +361,9 @@ class Simulation:
         if reason.startswith("Preempted"):
             run.preempted += 1
         run.reason = reason
+        if was_bound:
+            self.recorder.team_pending(now, run.job.team, 1)
         run.status = JobStatus.PENDING
-        self.recorder.team_pending(now, run.job.team, 1)
         self._released(run.job.key, now, lambda: self.scheduler.evict(run.job.key, now, requeue_at))
 
     def _released(self, key: str, now: float, release: Callable[[], None]) -> None:
@@ -392,6 +394,7 @@ class Simulation:
         limit = wait.requeuing_backoff_limit_count
         if limit is not None and run.ready_timeouts > limit:
             self._stop(run, now)
+            self.recorder.team_pending(now, run.job.team, -1)
             run.status, run.ended = JobStatus.DEACTIVATED, now
             run.reason = f"deactivated after {limit} requeues for PodsReadyTimeout"
             self._released(run.job.key, now, lambda: self.scheduler.finish(run.job.key))
