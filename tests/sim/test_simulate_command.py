@@ -212,3 +212,35 @@ def test_a_missing_trace_file_is_named(tmp_path: Path, trace_setup: tuple[Path, 
     result = runner.invoke(app, ["simulate", "-f", str(cluster), "--trace", str(tmp_path / "nope.csv")])
     assert result.exit_code == 1
     assert "nope.csv" in result.output
+
+
+def test_workloads_no_node_could_ever_hold_are_refused_with_their_line(tmp_path: Path) -> None:
+    (tmp_path / "cluster.yaml").write_text(CLUSTER.replace("nominalQuota: 8", "nominalQuota: 64"))
+    (tmp_path / "trace.csv").write_text(
+        "name,namespace,queue,submit_s,duration_s,pods,gpus,gpu_model\n"
+        "ok,team-a,q,0,10,1,8,\n"
+        "huge,team-a,q,0,10,1,16,\n"
+        "h100,team-a,q,0,10,1,1,H100-80GB\n"
+    )
+    out = tmp_path / "out"
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "-f",
+            str(tmp_path / "cluster.yaml"),
+            "--trace",
+            str(tmp_path / "trace.csv"),
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert (
+        "trace.csv:3: team-a/huge: no node can hold one pod even when empty (Insufficient nvidia.com/gpu)"
+        in text
+    )
+    assert "trace.csv:4: team-a/h100: no node has nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3" in text
+    (variant,) = json.loads((out / "metrics.json").read_text())["variants"]
+    assert (variant["workloads"]["submitted"], variant["workloads"]["finished"]) == (1, 1)

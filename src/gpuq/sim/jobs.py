@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from gpuq.core.gpus import GPUCatalogue
 from gpuq.core.model import PodSet, Workload
-from gpuq.core.nodes import GPU, GPU_MILLI
+from gpuq.core.nodes import GPU, GPU_MILLI, Node
+from gpuq.core.placement.capacity import NodeCapacity, pod_shape
 from gpuq.sim.traces.model import BadRow, TraceJob
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -104,3 +105,47 @@ def resolve_priority(written: str | None, priorities: Mapping[str, int], default
         return priorities[text], ""
     known = ", ".join(sorted(priorities)) or "none declared"
     return 0, f"priority: WorkloadPriorityClass {text!r} not found (known: {known})"
+
+
+def unplaceable(
+    jobs: list[SimJob], nodes: tuple[Node, ...], source: str
+) -> tuple[list[SimJob], list[BadRow]]:
+    """Refuse jobs whose pod no node could hold even empty (too large, or no node with its GPU model):
+    Kueue would admit them on quota and they would wait for ever, skewing every wait."""
+    if not nodes:
+        return jobs, []
+    shapes = {
+        (tuple(sorted(n.allocatable.items())), n.sharing, n.gpu_count, n.gpu_memory_mib): n for n in nodes
+    }
+    empty = [NodeCapacity(node) for node in shapes.values()]
+    verdicts: dict[tuple[object, ...], str] = {}
+    kept: list[SimJob] = []
+    bad: list[BadRow] = []
+    for job in jobs:
+        pod_set = job.workload.pod_sets[0]
+        key = (tuple(sorted(pod_set.requests.items())), tuple(sorted(pod_set.node_selector.items())))
+        if key not in verdicts:
+            verdicts[key] = _why_unplaceable(pod_set, empty, nodes)
+        if verdicts[key]:
+            line = int(job.workload.uid) if job.workload.uid.isdigit() else 0
+            bad.append(BadRow(source, line, f"{job.key}: {verdicts[key]}"))
+        else:
+            kept.append(job)
+    return kept, bad
+
+
+def _why_unplaceable(pod_set: PodSet, empty: list[NodeCapacity], nodes: tuple[Node, ...]) -> str:
+    selector = pod_set.node_selector
+    if selector and not any(all(n.labels.get(k) == v for k, v in selector.items()) for n in nodes):
+        wanted = ", ".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        return f"no node has {wanted}: it would never start"
+    shape = pod_shape(pod_set.requests)
+    reasons = [
+        c.shortage(shape) for c in empty if all(c.node.labels.get(k) == v for k, v in selector.items())
+    ]
+    if reasons and all(reasons):
+        why = "; ".join(sorted({r for r in reasons if r}))
+        return (
+            f"no node can hold one pod even when empty ({why}): it would be admitted on quota and never start"
+        )
+    return ""

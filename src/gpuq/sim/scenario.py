@@ -23,7 +23,7 @@ from gpuq.core.model import ClusterConfig
 from gpuq.core.nodes import Node
 from gpuq.sim.fcfs import fcfs_config
 from gpuq.sim.generator import generate
-from gpuq.sim.jobs import SimJob, to_sim_jobs
+from gpuq.sim.jobs import SimJob, to_sim_jobs, unplaceable
 from gpuq.sim.simulator import NodeChange, SimSettings
 from gpuq.sim.traces.model import BadRow, TraceRead
 
@@ -101,8 +101,8 @@ def plan_scenario(
         if compare or variant:
             raise ScenarioError("--compare and --variant need a Scenario with variants")
         base = VariantPlan("baseline", "", tuple(inputs))
-        source = TraceSource(path=trace, strict=strict)
-        return ScenarioPlan(DEFAULT_NAME, seed or 0, None, source, (base,), Path.cwd(), _workloads(result))
+        given = TraceSource(path=trace, strict=strict)
+        return ScenarioPlan(DEFAULT_NAME, seed or 0, None, given, (base,), Path.cwd(), _workloads(result))
     manifest = scenarios[0]
     scenario: Scenario = manifest.model
     spec = scenario.spec
@@ -134,7 +134,7 @@ def plan_scenario(
         if compare:
             raise ScenarioError(f"--compare: Scenario {manifest.name} declares no variants")
         variants = [VariantPlan("baseline", spec.description, tuple(config))]
-    source = TraceSource(path=trace) if trace is not None else spec.workloads.trace
+    source: TraceSource | None = TraceSource(path=trace) if trace is not None else spec.workloads.trace
     if source is not None and trace is None:
         source = source.model_copy(update={"path": _file(base_dir, source.path)})
         if source.mapping:
@@ -192,6 +192,8 @@ def prepare(plan: ScenarioPlan, variant: VariantPlan, trace: TraceRead) -> Prepa
         config = fcfs_config(config, {r for j in jobs for ps in j.workload.pod_sets for r in ps.requests})
     settings = _settings(plan.spec.settings if plan.spec else Settings(), variant.override)
     nodes, down = _nodes_with_spares(result, settings)
+    jobs, too_large = unplaceable(jobs, nodes, trace.source)
+    bad += too_large
     prices = _prices(result, nodes)
     return PreparedVariant(variant, config, nodes, down, prices, jobs, bad, settings, result.warnings)
 
