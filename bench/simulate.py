@@ -14,6 +14,7 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from gpuq.api.loader import load
@@ -22,7 +23,7 @@ from gpuq.sim.generator import generate
 from gpuq.sim.jobs import to_sim_jobs
 from gpuq.sim.metrics import variant_metrics
 from gpuq.sim.scenario import load_workloads, plan_scenario, prepare
-from gpuq.sim.simulator import SimSettings, Simulation
+from gpuq.sim.simulator import SimResult, SimSettings, Simulation
 
 ROOT = Path(__file__).resolve().parent.parent
 PHILLY = Path("/work/shared/traces/philly/philly_jobs_sia.csv.xz")
@@ -91,26 +92,29 @@ def run_synthetic(workloads: int, teams: int = 50, nodes: int = 1000, load_facto
         path.write_text(synthetic_config(teams, 5, nodes, 8))
         result = load([str(path)])
     assert result.config is not None, result.errors
+    config = result.config
     trace = generate(generator, seed=1)
     jobs, bad = to_sim_jobs(trace, {}, result.gpu_catalogue, "generator")
     assert not bad
     _measure(
         f"synthetic: {len(jobs):,} workloads, {teams} teams in 5 cohorts, {nodes} nodes × 8 GPUs",
-        lambda: Simulation(result.config, result.nodes, jobs, SimSettings()).run(),  # type: ignore[arg-type]
+        lambda: Simulation(config, result.nodes, jobs, SimSettings()).run(),
         len(jobs),
     )
 
 
-def _measure(label: str, run, workloads: int) -> None:  # type: ignore[no-untyped-def]
+def _measure(label: str, run: Callable[[], SimResult], workloads: int) -> None:
     started = time.perf_counter()
     result = run()
-    wall = time.perf_counter() - started
+    _print(label, time.perf_counter() - started, workloads, result)
+
+
+def _print(label: str, wall: float, workloads: int, result: SimResult) -> None:
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         f"{label}\n  wall {wall:.1f}s · {workloads / wall:,.0f} workloads/s"
         f" · {result.events / wall:,.0f} events/s · {result.passes:,} passes · {result.cycles:,} cycles"
-        f" · simulated span {result.span_s / 3600:,.1f}h"
-        f" · peak RSS {peak_mib:,.0f} MiB"
+        f" · simulated span {result.span_s / 3600:,.1f}h · peak RSS so far {peak_mib:,.0f} MiB"
     )
     sys.stdout.flush()
 
@@ -132,13 +136,12 @@ def run_scenario(label: str, scenario: Path, variant: str | None) -> None:
     ).run()
     variant_metrics(plan.variants[0].name, result, prepared.config)
     wall = time.perf_counter() - started
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(
-        f"{label}: {len(prepared.jobs):,} workloads\n  wall {wall:.1f}s (trace read {read:.1f}s)"
-        f" · {len(prepared.jobs) / wall:,.0f} workloads/s · {result.events / wall:,.0f} events/s"
-        f" · {result.cycles:,} cycles · peak RSS {peak_mib:,.0f} MiB"
+    _print(
+        f"{label}: {len(prepared.jobs):,} workloads (trace read {read:.1f}s)",
+        wall,
+        len(prepared.jobs),
+        result,
     )
-    sys.stdout.flush()
 
 
 def main() -> None:
