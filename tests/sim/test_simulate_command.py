@@ -244,3 +244,47 @@ def test_workloads_no_node_could_ever_hold_are_refused_with_their_line(tmp_path:
     assert "trace.csv:4: team-a/h100: no node has nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3" in text
     (variant,) = json.loads((out / "metrics.json").read_text())["variants"]
     assert (variant["workloads"]["submitted"], variant["workloads"]["finished"]) == (1, 1)
+
+
+def test_a_public_trace_with_a_mapping_file_from_the_command_line(tmp_path: Path) -> None:
+    """The first 300 Philly jobs: one VC mapped by name, the rest by the default, all to team-a's queue
+    (without the mapping they would land in namespaces vc-<id> that have no LocalQueue)."""
+    philly = Path("/work/shared/traces/philly/philly_jobs_sia.csv.xz")
+    cluster = CLUSTER.replace("nominalQuota: 8", "nominalQuota: 64").replace("count: 1,", "count: 16,")
+    (tmp_path / "cluster.yaml").write_text(cluster)
+    (tmp_path / "sample.csv").write_text(
+        "timestamp,duration,num_gpus,gpu_time,cluster\n"
+        + "".join(line for _, line in zip(range(300), _xz_lines(philly), strict=False))
+    )
+    (tmp_path / "teams.yaml").write_text(
+        "field: cluster\ndefault: {namespace: team-a, queue: q}\n"
+        "groups:\n  '6214e9': {namespace: team-a, queue: q}\n"
+    )
+    out = tmp_path / "out"
+    args = ["simulate", "-f", str(tmp_path / "cluster.yaml"), "--trace", str(tmp_path / "sample.csv")]
+    result = runner.invoke(
+        app,
+        [
+            *args,
+            "--trace-format",
+            "philly",
+            "--mapping",
+            str(tmp_path / "teams.yaml"),
+            "--out",
+            str(out),
+            "-q",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    (variant,) = json.loads((out / "metrics.json").read_text())["variants"]
+    assert variant["workloads"]["submitted"] + variant["workloads"]["bad_rows"] == 300
+    assert {t["name"] for t in variant["teams"]} == {"team-a"}
+    assert variant["workloads"]["inadmissible"] == 0
+
+
+def _xz_lines(path: Path) -> list[str]:
+    import lzma
+
+    with lzma.open(path, "rt") as handle:
+        next(handle)
+        return [next(handle) for _ in range(300)]

@@ -43,6 +43,14 @@ def simulate(
             "--trace", help="Workload trace (CSV, JSONL or a public trace); overrides the Scenario's."
         ),
     ] = None,
+    trace_format: Annotated[
+        str | None,
+        typer.Option("--trace-format", help="csv, jsonl, philly, openb or dlrm (default: from the name)."),
+    ] = None,
+    mapping: Annotated[
+        str | None,
+        typer.Option("--mapping", help="Mapping file: trace groups to namespaces and LocalQueues."),
+    ] = None,
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="Output directory (default ./gpuq-out/<scenario>).")
     ] = None,
@@ -61,7 +69,16 @@ def simulate(
     Writes metrics.json, workloads.csv and report.html (opens offline) to --out.
     """
     try:
-        plan = plan_scenario(files, trace=trace, seed=seed, compare=compare, variant=variant, strict=strict)
+        plan = plan_scenario(
+            files,
+            trace=trace,
+            seed=seed,
+            compare=compare,
+            variant=variant,
+            strict=strict,
+            trace_format=trace_format,
+            mapping=mapping,
+        )
         workloads = load_workloads(plan)
     except ScenarioError as error:
         for diagnostic in error.diagnostics:

@@ -85,8 +85,13 @@ def plan_scenario(
     compare: bool = False,
     variant: str | None = None,
     strict: bool = False,
+    trace_format: str | None = None,
+    mapping: str | None = None,
 ) -> ScenarioPlan:
-    """Find the Scenario among ``files`` and decide which configurations to run."""
+    """Find the Scenario among ``files`` and decide which configurations to run.
+
+    ``trace``, ``trace_format`` and ``mapping`` (command-line paths) override the Scenario's source.
+    """
     result = load(files)
     scenarios = [m for m in result.manifests if isinstance(m.model, Scenario)]
     if result.errors:
@@ -101,7 +106,7 @@ def plan_scenario(
         if compare or variant:
             raise ScenarioError("--compare and --variant need a Scenario with variants")
         base = VariantPlan("baseline", "", tuple(inputs))
-        given = TraceSource(path=trace, strict=strict)
+        given = TraceSource(path=trace, strict=strict, format=trace_format, mapping=mapping)
         return ScenarioPlan(DEFAULT_NAME, seed or 0, None, given, (base,), Path.cwd(), _workloads(result))
     manifest = scenarios[0]
     scenario: Scenario = manifest.model
@@ -134,13 +139,21 @@ def plan_scenario(
         if compare:
             raise ScenarioError(f"--compare: Scenario {manifest.name} declares no variants")
         variants = [VariantPlan("baseline", spec.description, tuple(config))]
-    source: TraceSource | None = TraceSource(path=trace) if trace is not None else spec.workloads.trace
+    source: TraceSource | None = (
+        TraceSource(path=trace, format=trace_format, mapping=mapping)
+        if trace is not None
+        else spec.workloads.trace
+    )
     if source is not None and trace is None:
         source = source.model_copy(update={"path": _file(base_dir, source.path)})
         if source.mapping:
             source = source.model_copy(update={"mapping": _file(base_dir, source.mapping)})
     if source is not None and strict:
         source = source.model_copy(update={"strict": True})
+    if source is None and (trace_format or mapping):
+        raise ScenarioError(
+            "--trace-format and --mapping apply to a trace; the Scenario generates its workloads"
+        )
     return ScenarioPlan(
         manifest.name,
         spec.settings.seed if seed is None else seed,
