@@ -30,6 +30,12 @@ class RequeueReason(StrEnum):
     INACTIVE = "Inactive"
 
 
+HeapEntry = tuple[int, int, float, str, int]
+"""(not sticky, -priority, queue-order timestamp, uid or key, generation): Kueue's queue order."""
+COMPACT_FACTOR = 4  # rebuild the heap when stale entries outnumber live ones this many times
+COMPACT_SLACK = 1024
+BULK_REQUEUE = 64
+
 IMMEDIATE = frozenset({RequeueReason.FAILED_AFTER_NOMINATION, RequeueReason.PENDING_PREEMPTION})
 
 
@@ -64,13 +70,14 @@ class ClusterQueueQueue:
     def __init__(self, name: str, strategy: QueueingStrategy) -> None:
         self.name = name
         self.strategy = strategy
-        self._heap: list[tuple[int, int, float, str, int]] = []
+        self._heap: list[HeapEntry] = []
         self._entries: dict[str, Workload] = {}  # in the heap (lazy deletion by generation)
         self._generation: dict[str, int] = {}
         self.inadmissible: dict[str, Workload] = {}
         self._key_by_gen: dict[int, str] = {}
         self._shapes: dict[str, tuple[object, ...]] = {}
         self._by_shape: dict[tuple[object, ...], dict[str, None]] = {}  # active keys per shape
+        self._latest: dict[str, HeapEntry] = {}  # each queued workload's latest heap entry
         self._sticky: str | None = None
         self._counter = 0
 
@@ -82,6 +89,12 @@ class ClusterQueueQueue:
         return len(self._entries)
 
     def push(self, workload: Workload) -> None:
+        heapq.heappush(self._heap, self._activate(workload))
+        if len(self._heap) > COMPACT_FACTOR * len(self._entries) + COMPACT_SLACK:
+            self._compact()
+
+    def _activate(self, workload: Workload) -> HeapEntry:
+        """Make ``workload`` active under a new generation; its heap entry, for the caller to add."""
         key = workload.key
         self.inadmissible.pop(key, None)
         self._counter += 1
@@ -94,10 +107,16 @@ class ClusterQueueQueue:
             shape = self._shapes[key] = shape_of(workload)
         self._by_shape.setdefault(shape, {})[key] = None
         sticky = 0 if key == self._sticky else 1
-        heapq.heappush(
-            self._heap,
-            (sticky, -workload.priority, workload.creation_time, workload.uid or key, self._counter),
-        )
+        entry = (sticky, -workload.priority, workload.creation_time, workload.uid or key, self._counter)
+        self._latest[key] = entry
+        return entry
+
+    def _compact(self) -> None:
+        """Rebuild the heap from the active workloads' latest entries, dropping the stale ones that
+        lazy deletion leaves behind (requeues and parking would otherwise grow it without bound)."""
+        self._heap = [self._latest[key] for key in self._entries]
+        heapq.heapify(self._heap)
+        self._key_by_gen = {self._latest[key][4]: key for key in self._entries}
 
     def head(self) -> Workload | None:
         """The workload at the top of the heap, without removing it."""
@@ -122,6 +141,7 @@ class ClusterQueueQueue:
         self.inadmissible.pop(key, None)
         self._generation.pop(key, None)
         self._shapes.pop(key, None)
+        self._latest.pop(key, None)
         if self._sticky == key:
             self._sticky = None
 
@@ -157,11 +177,19 @@ class ClusterQueueQueue:
         return moved
 
     def requeue_inadmissible(self) -> int:
-        """Return every inadmissible workload to the heap (capacity may have changed)."""
+        """Return every inadmissible workload to the heap (capacity may have changed).
+
+        Many at once are appended and the heap rebuilt in one pass, rather than pushed one by one.
+        """
         waiting = list(self.inadmissible.values())
         self.inadmissible.clear()
-        for workload in waiting:
-            self.push(workload)
+        if len(waiting) < BULK_REQUEUE:
+            for workload in waiting:
+                self.push(workload)
+        else:
+            for workload in waiting:
+                self._activate(workload)
+            self._compact()
         return len(waiting)
 
     def pending(self) -> Iterable[Workload]:
