@@ -230,3 +230,24 @@ def test_inadmissible_workloads_return_when_a_workload_of_the_cohort_finishes() 
     scheduler.finish("default/r")
     second = run_cycles(scheduler)
     assert {k: a.cluster_queue for k, a in second.admitted.items()} == {"default/w": "a"}
+
+
+def test_requeueing_many_keeps_queue_order_and_a_bounded_heap() -> None:
+    """Bulk requeues rebuild the heap; stale entries never pile up; the order is Kueue's."""
+    from gpuq.core.queues import ClusterQueueQueue, RequeueReason
+
+    queue = ClusterQueueQueue("a", QueueingStrategy.BEST_EFFORT_FIFO)
+    workloads = [gpus(f"w{i:03d}", 1, prio=i % 3) for i in range(300)]
+    for w in workloads:
+        queue.push(w)
+    for _ in range(50):  # every head fails, then capacity "changes": all come back
+        while (head := queue.head()) is not None:
+            queue.requeue(head, RequeueReason.NO_FIT)
+        assert queue.requeue_inadmissible() == 300
+        assert len(queue._heap) <= 4 * 300 + 1024
+    expected = sorted(workloads, key=lambda w: (-w.priority, w.creation_time, w.uid or w.key))
+    order = []
+    while (head := queue.head()) is not None:
+        order.append(head.key)
+        queue.delete(head.key)
+    assert order == [w.key for w in expected]

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from gpuq.core.model import PodSetAssignment, Workload
 from gpuq.core.placement.engine import PlacementFailure, Placer, WorkloadPlacement
 from gpuq.core.placement.whatif import TOPOLOGY_FAILED, TopologyWhatIf
+from gpuq.core.queues import shape_of
 
 
 class Binder:
@@ -84,7 +85,20 @@ class Binder:
         for cq_name in sorted(self.topology_blocked):
             wake(cq_name)
         self.topology_blocked.clear()
+        failed: set[tuple[object, ...]] = set()  # shapes that did not fit: the same gang fails again
         for waiting in list(self.unplaced):
             workload = admitted(waiting)
-            if workload is not None and workload.admission is not None:
-                self.bind(workload, workload.admission.pod_set_assignments, retry=True)
+            if workload is None or workload.admission is None:
+                continue
+            shape = (
+                shape_of(workload),
+                tuple(
+                    (a.name, a.count, tuple(sorted(a.flavors.items())), a.topology)
+                    for a in workload.admission.pod_set_assignments
+                ),
+            )
+            if shape in failed:
+                continue
+            self.bind(workload, workload.admission.pod_set_assignments, retry=True)
+            if workload.key in self.unplaced:
+                failed.add(shape)
