@@ -90,8 +90,8 @@ def simulate(
         raise typer.Exit(1) from error
     if plan.workload_objects:
         err.print(
-            f"note: {plan.workload_objects} workload object(s) in the configuration are not simulated; "
-            "the Scenario's workload source is",
+            f"note: {plan.workload_objects} workload object(s) in the configuration are not simulated "
+            "(the Scenario's generator or trace is the workload source)",
             highlight=False,
         )
     for note in workloads.notes:
