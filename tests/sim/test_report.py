@@ -23,7 +23,7 @@ try:
 except ImportError:  # tests/sim became a package
     from sim.report_sample import sample_metrics
 
-SECTIONS = ["summary", "teams", "cohorts", "utilisation", "queues", "waits"]
+SECTIONS = ["summary", "teams", "admission", "cohorts", "utilisation", "queues", "waits"]
 TEAMS = {"ml-research", "nlp", "vision"}
 
 
@@ -216,3 +216,16 @@ def test_degenerate_metrics_render_every_section(metrics: dict[str, Any], expect
     assert re.findall(r'<section id="([a-z]+)">', html) == SECTIONS
     missing = [text for text in expected if text not in html and text not in trace_names(html)]
     assert missing == []
+
+
+def test_quota_held_and_time_to_admission_per_class_are_tabled() -> None:
+    variant = {
+        "name": "baseline",
+        "quota_utilisation": {"cpu": 0.5},
+        "classes": [
+            {"name": "small", "count": 2, "time_to_admission_s": {"count": 2, "mean": 90.0, "p90": 150.0}}
+        ],
+    }
+    page = render_report({"scenario": "s", "seed": 1, "variants": [variant]})
+    assert "quota held: cpu" in page and "50.0%" in page
+    assert "small: time to admission, mean" in page and "1m 30s" in page and "2m 30s" in page

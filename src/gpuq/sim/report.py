@@ -223,6 +223,33 @@ def _teams_table(variants: Sequence[Metrics]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
+def _classes_table(variants: Sequence[Metrics]) -> str:
+    """Quota held over time per resource, and time to admission per workload class (what Kueue's
+    scheduler performance checker reports), one column group per variant."""
+    resources = sorted({r for v in variants for r in (v.get("quota_utilisation") or {})})
+    classes = sorted({_name(c) for v in variants for c in v.get("classes") or []})
+    if not resources and not classes:
+        return _empty("No quota and no workload classes.")
+    head = "".join(f"<th>{escape(_name(v))}</th>" for v in variants)
+    rows = [
+        f"<tr><th>quota held: {escape(resource)}</th>"
+        + "".join(
+            f'<td class="num">{_fmt("pct", _at("quota_utilisation", resource)(v), v)}</td>' for v in variants
+        )
+        + "</tr>"
+        for resource in resources
+    ]
+    by_variant = [{_name(c): c for c in v.get("classes") or []} for v in variants]
+    for name in classes:
+        for label, stat in (("mean", "mean"), ("p90", "p90")):
+            cells = "".join(
+                f'<td class="num">{_fmt("dur", _at("time_to_admission_s", stat)(by.get(name, {})), v)}</td>'
+                for v, by in zip(variants, by_variant, strict=True)
+            )
+            rows.append(f"<tr><th>{escape(name)}: time to admission, {label}</th>{cells}</tr>")
+    return f"<table><thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
 # -- figures -------------------------------------------------------------------------------------
 
 
@@ -400,6 +427,7 @@ def _empty(text: str) -> str:
 _SECTIONS: tuple[tuple[str, str, str, Callable[[Sequence[Metrics]], str]], ...] = (
     ("summary", "Summary", "Summary", _summary_table),
     ("teams", "Teams", "Teams", _teams_table),
+    ("admission", "Quota held and admission per workload class", "Classes", _classes_table),
     ("cohorts", "Borrowing in cohorts", "Cohorts", _cohorts_figure),
     ("utilisation", "Utilisation over time", "Utilisation", _utilisation_figure),
     ("queues", "Queues and GPUs held per team", "Queues", _queues_figure),
