@@ -23,7 +23,7 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, TextIO
@@ -93,9 +93,16 @@ def load(paths: Sequence[str], stdin: TextIO | None = None) -> LoadResult:
     Diagnostics of all files (errors and warnings) are sorted by ``(path, line)``.
     """
     diagnostics: list[Diagnostic] = []
+    return load_texts(_read_inputs(paths, stdin, diagnostics), diagnostics)
+
+
+def load_texts(texts: Iterable[tuple[str, str]], diagnostics: list[Diagnostic] | None = None) -> LoadResult:
+    """:func:`load` for documents already in memory: ``(display path, YAML or JSON text)`` pairs, as a
+    control plane holds the objects it was given."""
+    diagnostics = diagnostics if diagnostics is not None else []
     manifests: list[Manifest] = []
     broken: list[references.ObjectKey] = []
-    for path, text in _read_inputs(paths, stdin, diagnostics):
+    for path, text in texts:
         documents, errors = parse_documents(path, text)
         diagnostics += errors
         for document in documents:
