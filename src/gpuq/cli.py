@@ -20,6 +20,7 @@ from gpuq.api.quantity import format_amount
 from gpuq.commands.nodes import node_detail, nodes_document
 from gpuq.commands.pack import pack
 from gpuq.commands.simulate import simulate
+from gpuq.commands.trace import trace_app
 from gpuq.core.admission import Scheduler
 from gpuq.core.cycles import AdmitRun, run_cycles
 from gpuq.core.nodes import HOSTNAME_LABEL, is_device_resource
@@ -37,6 +38,7 @@ get_app = typer.Typer(help="List objects of a snapshot (nodes).", no_args_is_hel
 describe_app = typer.Typer(help="Show one object of a snapshot in detail (node).", no_args_is_help=True)
 app.command("pack")(pack)
 app.command("simulate")(simulate)
+app.add_typer(trace_app, name="trace")
 app.add_typer(get_app, name="get")
 app.add_typer(describe_app, name="describe")
 out = Console(width=None if sys.stdout.isatty() else 200)
