@@ -6,15 +6,6 @@ import logging
 import sys
 
 import pytest
-from fake_nvml import (
-    ERROR_DRIVER_NOT_LOADED,
-    ERROR_LIBRARY_NOT_FOUND,
-    H100,
-    H100_MIB,
-    FakeGPU,
-    FakeNvml,
-    two_h100,
-)
 
 from gpuq.core.devices import gfd_labels
 from gpuq.core.gpus import DEFAULT_CATALOGUE, GPUCatalogue, GPUModelSpec
@@ -29,6 +20,16 @@ from gpuq.run.gpus import (
     local_node,
     telemetry,
     virtual_devices,
+)
+
+from .fake_nvml import (
+    ERROR_DRIVER_NOT_LOADED,
+    ERROR_LIBRARY_NOT_FOUND,
+    H100,
+    H100_MIB,
+    FakeGPU,
+    FakeNvml,
+    two_h100,
 )
 
 GIB = 2**30
