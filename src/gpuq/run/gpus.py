@@ -213,9 +213,11 @@ def _mig_devices(nv: _Nvml, handle: Any, spec: GPUModelSpec | None) -> tuple[Mig
 
 
 def _profile_by_size(attributes: Any, spec: GPUModelSpec | None) -> str:
-    """A slice's profile when its name does not give it: the model's MIG profile with the same
+    """A slice's profile when its NVML name does not carry it, read from its size.
 
-    compute slices and the nearest memory, or ``<g>g.<GiB>gb`` for a model gpuq has no table for.
+    The model's MIG profile with the same compute slices and the nearest memory
+    (NVML reports a little less than the name's nominal GB), or ``<g>g.<GiB>gb``
+    for a model gpuq has no MIG table for.
     """
     slices, memory_mib = int(attributes.gpuInstanceSliceCount), int(attributes.memorySizeMB)
     table = MIG_TABLES.get(spec.mig_table) if spec is not None and spec.mig_table else None
