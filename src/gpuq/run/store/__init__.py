@@ -1,0 +1,43 @@
+"""The control plane's durable state (design note 0003, "Store" and "Leader election").
+
+``Store(url)`` on ``sqlite:///path.db`` (default :func:`default_url`) or
+``postgresql+psycopg://...``; ``Store.migrate()`` applies the Alembic migrations shipped
+in ``migrations/``.
+"""
+
+from gpuq.run.store.engine import default_url
+from gpuq.run.store.records import (
+    LIVE_POD_STATES,
+    POD_STATES,
+    WORKLOAD_STATES,
+    ConditionRecord,
+    EventRecord,
+    ObjectRecord,
+    PodRecord,
+    StoreConflict,
+    StoreError,
+    StoreNotFound,
+    UserRecord,
+    WorkloadChange,
+    WorkloadRecord,
+)
+from gpuq.run.store.store import Store, token_hash
+
+__all__ = [
+    "LIVE_POD_STATES",
+    "POD_STATES",
+    "WORKLOAD_STATES",
+    "ConditionRecord",
+    "EventRecord",
+    "ObjectRecord",
+    "PodRecord",
+    "Store",
+    "StoreConflict",
+    "StoreError",
+    "StoreNotFound",
+    "UserRecord",
+    "WorkloadChange",
+    "WorkloadRecord",
+    "default_url",
+    "token_hash",
+]

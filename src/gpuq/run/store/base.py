@@ -1,0 +1,125 @@
+"""Connections and transactions of the store, and the version counter every write bumps.
+
+Contract (design note 0003): every public method that changes state runs in one
+transaction and bumps the store-wide ``resource_version`` exactly once; a call that
+changes nothing writes nothing and bumps nothing. The bump is the transaction's first
+statement, an ``UPDATE ... RETURNING`` of the one ``counters`` row, which locks that row
+until commit (PostgreSQL's row lock, the one ``SELECT ... FOR UPDATE`` takes; SQLite
+writers are serialised by ``BEGIN IMMEDIATE``). So writers are serialised, no version is
+used twice, and versions become visible in order: a reader that saw version ``v`` has
+seen every change up to ``v``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, select, text, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from gpuq.run.store.engine import WRITE_OPTION, make_engine, normalize_url
+from gpuq.run.store.models import RESOURCE_VERSION, Counter
+from gpuq.run.store.records import StoreConflict
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+MIGRATION_LOCK_KEY = 0x6770_7571_6D69_6772  # "gpuqmigr": two replicas never migrate at once (PostgreSQL)
+
+
+@dataclass
+class Write:
+    """An open write transaction and the version it will commit; ``changed=False`` rolls it back."""
+
+    session: Session
+    version: int
+    changed: bool = True
+
+
+class StoreBase:
+    """An engine, its sessions and the version counter; :class:`Store` adds the tables' methods."""
+
+    def __init__(self, url: str) -> None:
+        self.url = normalize_url(url)
+        self.backend = self.url.get_backend_name()
+        self._engine = make_engine(self.url)
+        self._dedicated: Engine | None = None
+        self._reads = sessionmaker(self._engine, expire_on_commit=False)
+        self._writes = sessionmaker(
+            self._engine.execution_options(**{WRITE_OPTION: True}), expire_on_commit=False
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest revision (idempotent); replicas may call it concurrently."""
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS).replace("%", "%%"))
+        with self._engine.execution_options(**{WRITE_OPTION: True}).begin() as connection:
+            if self.backend == "postgresql":
+                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+
+    def close(self) -> None:
+        """Close every pooled connection; the store is unusable afterwards."""
+        self._engine.dispose()
+        if self._dedicated is not None:
+            self._dedicated.dispose()
+
+    def dedicated_connection(self) -> Connection:
+        """A connection outside the pool that really closes when closed (session-level locks die with it)."""
+        if self._dedicated is None:
+            self._dedicated = make_engine(self.url, pooled=False)
+        return self._dedicated.connect()
+
+    @contextmanager
+    def transaction(self, *, write: bool = False) -> Iterator[Session]:
+        """A session in one transaction: committed when the block ends, rolled back if it raises.
+
+        ``write=True`` takes SQLite's write lock up front. Raw writes through this do not
+        bump ``resource_version``; the public methods do.
+        """
+        session = (self._writes if write else self._reads)()
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[Write]:
+        try:
+            with self.transaction(write=True) as session:
+                stmt = (
+                    update(Counter)
+                    .where(Counter.name == RESOURCE_VERSION)
+                    .values(value=Counter.value + 1)
+                    .returning(Counter.value)
+                    .execution_options(synchronize_session=False)
+                )
+                write = Write(session, session.execute(stmt).scalar_one())
+                yield write
+                if write.changed:
+                    session.flush()
+                else:
+                    session.rollback()
+        except IntegrityError as err:
+            raise StoreConflict(f"the write conflicts with stored rows: {err.orig}") from err
+
+    def resource_version(self) -> int:
+        """The version of the newest committed change (0 for a fresh store)."""
+        with self.transaction() as session:
+            return session.execute(select(Counter.value).where(Counter.name == RESOURCE_VERSION)).scalar_one()
+
+    def changes_since(self, version: int) -> bool:
+        """Whether anything was committed after ``version`` (one primary-key read)."""
+        return self.resource_version() > version

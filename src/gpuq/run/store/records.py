@@ -1,0 +1,156 @@
+"""Plain frozen records the store returns and accepts, so no ORM object or session escapes it.
+
+Times are float seconds since the epoch. ``manifest`` and ``admission`` are fresh dicts
+parsed from JSON on every read; mutating one changes nothing in the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+WORKLOAD_STATES = ("Pending", "QuotaReserved", "Admitted", "Running", "Succeeded", "Failed", "Inactive")
+"""Every state a workload row may hold; transitions are the control loop's business."""
+
+POD_STATES = ("Pending", "Running", "Succeeded", "Failed", "Terminating")
+"""Every state a pod row may hold."""
+
+LIVE_POD_STATES = ("Running", "Terminating")
+"""Pods whose process may still be alive: what :meth:`Store.running_pods` returns."""
+
+
+class StoreError(Exception):
+    """Base of the store's own errors."""
+
+
+class StoreConflict(StoreError):
+    """The write would duplicate a unique key; nothing was written."""
+
+
+class StoreNotFound(StoreError):
+    """The write names a row that does not exist; nothing was written."""
+
+
+@dataclass(frozen=True)
+class ObjectRecord:
+    """An applied manifest (ClusterQueue, LocalQueue, ResourceFlavor...) keyed by (kind, namespace, name)."""
+
+    id: int
+    kind: str
+    api_version: str
+    namespace: str
+    name: str
+    manifest: dict[str, Any]
+    resource_version: int
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class ConditionRecord:
+    """One entry of a workload's append-only condition history; ``id`` is 0 until stored."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+    time: float
+    id: int = 0
+    workload_id: int = 0
+
+
+@dataclass(frozen=True)
+class PodRecord:
+    """A pod of a workload; ``id`` and ``workload_id`` are ignored in records given to :meth:`Store.set_pods`.
+
+    ``devices`` is always a tuple (any sequence given is converted).
+    """
+
+    name: str
+    pod_set: str
+    state: str = "Pending"
+    node: str | None = None
+    devices: Sequence[str] = ()
+    attempt: int = 0
+    pid: int | None = None
+    exit_code: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    log_path: str | None = None
+    id: int = 0
+    workload_id: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "devices", tuple(self.devices))
+
+
+@dataclass(frozen=True)
+class WorkloadRecord:
+    """A workload row: what was submitted plus where the control loop has taken it."""
+
+    id: int
+    namespace: str
+    name: str
+    queue_name: str
+    source_kind: str
+    manifest: dict[str, Any]
+    priority: int
+    state: str
+    cluster_queue: str | None
+    admission: dict[str, Any] | None
+    requeue_count: int
+    requeue_at: float | None
+    created_at: float
+    admitted_at: float | None
+    started_at: float | None
+    finished_at: float | None
+    message: str
+    resource_version: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """A Kubernetes-style event (type Normal or Warning) about one object."""
+
+    id: int
+    time: float
+    type: str
+    reason: str
+    kind: str
+    namespace: str
+    name: str
+    message: str
+
+
+@dataclass(frozen=True)
+class UserRecord:
+    """An API user; the token itself is never stored, only its sha256."""
+
+    name: str
+    roles: tuple[str, ...]
+    namespaces: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class WorkloadChange:
+    """One workload's part of a scheduling cycle, applied by :meth:`Store.apply_decisions`.
+
+    ``fields`` are the columns to set besides ``state`` (see ``WORKLOAD_FIELDS``);
+    ``condition`` is appended to the history; ``pods`` replaces all of the workload's
+    pods when given (empty removes them; kept as a tuple) and leaves them alone when ``None``.
+    """
+
+    workload_id: int
+    state: str
+    condition: ConditionRecord | None = None
+    pods: Sequence[PodRecord] | None = None
+    fields: Mapping[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.pods is not None:
+            object.__setattr__(self, "pods", tuple(self.pods))

@@ -1,0 +1,322 @@
+"""The control plane's durable state: objects, workloads, conditions, pods, events and users.
+
+One SQLAlchemy store on a SQLite file or PostgreSQL. Every public method that changes
+state is one transaction that bumps ``resource_version`` once (``base.py`` says how);
+reads return frozen records (``records.py``), never ORM objects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import delete, select
+
+from gpuq.run.store import convert
+from gpuq.run.store import workloads as wl
+from gpuq.run.store.base import StoreBase
+from gpuq.run.store.models import ConditionRow, EventRow, ObjectRow, UserRow, WorkloadRow
+from gpuq.run.store.records import (
+    LIVE_POD_STATES,
+    WORKLOAD_STATES,
+    ConditionRecord,
+    EventRecord,
+    ObjectRecord,
+    PodRecord,
+    StoreConflict,
+    UserRecord,
+    WorkloadChange,
+    WorkloadRecord,
+)
+
+__all__ = [
+    "ConditionRecord",
+    "EventRecord",
+    "ObjectRecord",
+    "PodRecord",
+    "Store",
+    "StoreConflict",
+    "UserRecord",
+    "WorkloadChange",
+    "WorkloadRecord",
+    "token_hash",
+]
+
+EVENTS_LIMIT = 1000
+"""Most events one :meth:`Store.events` call returns; page on with ``since_id``."""
+
+
+def token_hash(token: str) -> str:
+    """The sha256 hex digest stored in place of a bearer token."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _object_key(manifest: dict[str, Any]) -> tuple[str, str, str, str]:
+    metadata = manifest.get("metadata") or {}
+    kind, name = manifest.get("kind"), metadata.get("name")
+    if not isinstance(kind, str) or not kind or not isinstance(name, str) or not name:
+        raise ValueError("a manifest needs a kind and metadata.name")
+    return kind, str(manifest.get("apiVersion", "")), str(metadata.get("namespace") or ""), name
+
+
+class Store(StoreBase):
+    """Objects, workloads, conditions, pods, events and users of one control plane."""
+
+    # -- objects -----------------------------------------------------------------------------------------
+
+    def apply_object(self, manifest: dict[str, Any], *, now: float | None = None) -> tuple[str, int]:
+        """Store a manifest keyed by (kind, namespace or '', name).
+
+        Returns ("created" | "configured" | "unchanged", resource version).
+
+        "unchanged" writes nothing and returns the object's stored version.
+        """
+        kind, api_version, namespace, name = _object_key(manifest)
+        document = json.loads(json.dumps(manifest))  # as it will read back: lists, not tuples
+        now = time.time() if now is None else now
+        with self._write() as write:
+            row = write.session.scalars(
+                select(ObjectRow).where(
+                    ObjectRow.kind == kind, ObjectRow.namespace == namespace, ObjectRow.name == name
+                )
+            ).one_or_none()
+            if row is None:
+                write.session.add(
+                    ObjectRow(
+                        kind=kind,
+                        api_version=api_version,
+                        namespace=namespace,
+                        name=name,
+                        manifest=document,
+                        resource_version=write.version,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+                return "created", write.version
+            if row.manifest == document and row.api_version == api_version:
+                write.changed = False
+                return "unchanged", row.resource_version
+            row.api_version, row.manifest = api_version, document
+            row.resource_version, row.updated_at = write.version, now
+            return "configured", write.version
+
+    def get_object(self, kind: str, name: str, namespace: str = "") -> ObjectRecord | None:
+        with self.transaction() as session:
+            row = session.scalars(
+                select(ObjectRow).where(
+                    ObjectRow.kind == kind, ObjectRow.namespace == namespace, ObjectRow.name == name
+                )
+            ).one_or_none()
+            return None if row is None else convert.object_record(row)
+
+    def list_objects(self, kind: str | None = None, namespace: str | None = None) -> list[ObjectRecord]:
+        """Objects ordered by (kind, namespace, name)."""
+        query = select(ObjectRow).order_by(ObjectRow.kind, ObjectRow.namespace, ObjectRow.name)
+        if kind is not None:
+            query = query.where(ObjectRow.kind == kind)
+        if namespace is not None:
+            query = query.where(ObjectRow.namespace == namespace)
+        with self.transaction() as session:
+            return [convert.object_record(row) for row in session.scalars(query)]
+
+    def delete_object(self, kind: str, name: str, namespace: str = "") -> bool:
+        """Delete one object; False (and no write) when there was none."""
+        with self._write() as write:
+            result = write.session.execute(
+                delete(ObjectRow).where(
+                    ObjectRow.kind == kind, ObjectRow.namespace == namespace, ObjectRow.name == name
+                )
+            )
+            write.changed = bool(getattr(result, "rowcount", 0))
+            return write.changed
+
+    # -- workloads -------------------------------------------------------------------------------------------
+
+    def add_workload(
+        self,
+        namespace: str,
+        name: str,
+        queue_name: str,
+        source_kind: str,
+        manifest: dict[str, Any],
+        priority: int,
+        created_at: float,
+    ) -> int:
+        """Store a new Pending workload and return its id; a taken (namespace, name) raises StoreConflict."""
+        with self._write() as write:
+            existing = write.session.scalar(
+                select(WorkloadRow.id).where(WorkloadRow.namespace == namespace, WorkloadRow.name == name)
+            )
+            if existing is not None:
+                raise StoreConflict(f"workload {namespace}/{name} already exists (id {existing})")
+            row = WorkloadRow(
+                namespace=namespace,
+                name=name,
+                queue_name=queue_name,
+                source_kind=source_kind,
+                manifest=json.loads(json.dumps(manifest)),
+                priority=priority,
+                state=WORKLOAD_STATES[0],
+                cluster_queue=None,
+                admission=None,
+                requeue_count=0,
+                requeue_at=None,
+                created_at=created_at,
+                message="",
+                resource_version=write.version,
+            )
+            write.session.add(row)
+            write.session.flush()
+            return row.id
+
+    def get_workload(self, namespace: str, name: str) -> WorkloadRecord | None:
+        with self.transaction() as session:
+            row = session.scalars(
+                select(WorkloadRow).where(WorkloadRow.namespace == namespace, WorkloadRow.name == name)
+            ).one_or_none()
+            return None if row is None else convert.workload_record(row)
+
+    def list_workloads(
+        self, states: Iterable[str] | None = None, namespace: str | None = None
+    ) -> list[WorkloadRecord]:
+        """Workloads in id (submission) order, optionally only some states or one namespace."""
+        query = select(WorkloadRow).order_by(WorkloadRow.id)
+        if states is not None:
+            query = query.where(WorkloadRow.state.in_(list(states)))
+        if namespace is not None:
+            query = query.where(WorkloadRow.namespace == namespace)
+        with self.transaction() as session:
+            return [convert.workload_record(row) for row in session.scalars(query)]
+
+    def set_workload_state(
+        self, workload_id: int, state: str, *, condition: ConditionRecord | None = None, **fields: object
+    ) -> int:
+        """Move a workload to ``state``, set ``fields`` (``workloads.WORKLOAD_FIELDS``), append ``condition``.
+
+        Returns the new resource version; an unknown id raises StoreNotFound.
+        """
+        return self.apply_decisions([WorkloadChange(workload_id, state, condition, None, fields)])
+
+    def apply_decisions(self, changes: Sequence[WorkloadChange]) -> int:
+        """Apply a scheduling cycle's changes in one transaction: all of them or, if one fails, none.
+
+        Returns the resource version they committed (the current one when ``changes`` is empty).
+        """
+        if not changes:
+            return self.resource_version()
+        with self._write() as write:
+            for change in changes:
+                wl.change_workload(
+                    write.session,
+                    write.version,
+                    change.workload_id,
+                    change.state,
+                    change.condition,
+                    change.fields,
+                )
+                if change.pods is not None:
+                    wl.replace_pods(write.session, change.workload_id, change.pods)
+            return write.version
+
+    def conditions(self, workload_id: int) -> list[ConditionRecord]:
+        """A workload's condition history, oldest first (by time, then insertion)."""
+        query = (
+            select(ConditionRow)
+            .where(ConditionRow.workload_id == workload_id)
+            .order_by(ConditionRow.time, ConditionRow.id)
+        )
+        with self.transaction() as session:
+            return [convert.condition_record(row) for row in session.scalars(query)]
+
+    def delete_workload(self, namespace: str, name: str) -> bool:
+        """Delete a workload with its pods and conditions; False (and no write) when there was none."""
+        with self._write() as write:
+            result = write.session.execute(
+                delete(WorkloadRow).where(WorkloadRow.namespace == namespace, WorkloadRow.name == name)
+            )
+            write.changed = bool(getattr(result, "rowcount", 0))
+            return write.changed
+
+    # -- pods ------------------------------------------------------------------------------------------------
+
+    def set_pods(self, workload_id: int, pods: Sequence[PodRecord]) -> int:
+        """Replace all of a workload's pods at once; returns the new resource version."""
+        with self._write() as write:
+            wl.replace_pods(write.session, workload_id, pods)
+            return write.version
+
+    def update_pod(self, pod_id: int, **fields: object) -> int:
+        """Set some of a pod's columns (``workloads.POD_FIELDS``); returns the new resource version."""
+        with self._write() as write:
+            wl.change_pod(write.session, pod_id, fields)
+            return write.version
+
+    def pods_of(self, workload_id: int) -> list[PodRecord]:
+        with self.transaction() as session:
+            return [convert.pod_record(row) for row in session.scalars(wl.pods_query(workload_id))]
+
+    def running_pods(self) -> list[PodRecord]:
+        """Pods whose process may be alive (Running, Terminating), in id order: what the loop polls."""
+        with self.transaction() as session:
+            return [convert.pod_record(row) for row in session.scalars(wl.pods_query(states=LIVE_POD_STATES))]
+
+    # -- events ----------------------------------------------------------------------------------------------
+
+    def add_event(
+        self, type: str, reason: str, kind: str, namespace: str, name: str, message: str, time: float
+    ) -> int:
+        """Record an event (``type`` Normal or Warning) about an object; returns its id."""
+        with self._write() as write:
+            row = EventRow(
+                time=time,
+                type=type,
+                reason=reason,
+                kind=kind,
+                namespace=namespace,
+                name=name,
+                message=message,
+            )
+            write.session.add(row)
+            write.session.flush()
+            return row.id
+
+    def events(
+        self,
+        kind: str | None = None,
+        namespace: str | None = None,
+        name: str | None = None,
+        since_id: int = 0,
+        limit: int = EVENTS_LIMIT,
+    ) -> list[EventRecord]:
+        """Events with id > ``since_id`` about the given object(s), oldest first, at most ``limit``."""
+        query = select(EventRow).where(EventRow.id > since_id).order_by(EventRow.id).limit(limit)
+        for column, value in ((EventRow.kind, kind), (EventRow.namespace, namespace), (EventRow.name, name)):
+            if value is not None:
+                query = query.where(column == value)
+        with self.transaction() as session:
+            return [convert.event_record(row) for row in session.scalars(query)]
+
+    # -- users -----------------------------------------------------------------------------------------------
+
+    def add_user(self, name: str, token: str, roles: Sequence[str], namespaces: Sequence[str]) -> None:
+        """Create a user; only sha256(token) is stored. An existing name or token raises StoreConflict."""
+        with self._write() as write:
+            if write.session.get(UserRow, name) is not None:
+                raise StoreConflict(f"user {name!r} already exists")
+            write.session.add(
+                UserRow(
+                    name=name, token_hash=token_hash(token), roles=list(roles), namespaces=list(namespaces)
+                )
+            )
+
+    def user_for_token(self, token: str) -> UserRecord | None:
+        """The user whose token this is, or None."""
+        with self.transaction() as session:
+            row = session.scalars(
+                select(UserRow).where(UserRow.token_hash == token_hash(token))
+            ).one_or_none()
+            return None if row is None else convert.user_record(row)
