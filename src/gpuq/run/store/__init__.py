@@ -2,10 +2,11 @@
 
 ``Store(url)`` on ``sqlite:///path.db`` (default :func:`default_url`) or
 ``postgresql+psycopg://...``; ``Store.migrate()`` applies the Alembic migrations shipped
-in ``migrations/``.
+in ``migrations/``; :class:`LeaderElector` picks the one replica that runs the loop.
 """
 
 from gpuq.run.store.engine import default_url
+from gpuq.run.store.leader import LeaderElector
 from gpuq.run.store.records import (
     LIVE_POD_STATES,
     POD_STATES,
@@ -29,6 +30,7 @@ __all__ = [
     "WORKLOAD_STATES",
     "ConditionRecord",
     "EventRecord",
+    "LeaderElector",
     "ObjectRecord",
     "PodRecord",
     "Store",
