@@ -1,0 +1,614 @@
+"""The control loop: the core engine deciding, an executor running, the store remembering.
+
+Each :meth:`ControlLoop.step`:
+
+1. reloads the configuration when an object changed (a new ``Scheduler``, the
+   workloads that hold quota resubmitted with their admission);
+2. takes in workloads submitted to the store since the last step;
+3. reaps pod exits: a failed pod restarts until the Job's ``backoffLimit`` is
+   spent, every pod succeeded finishes the workload, an evicted workload whose
+   pods are all gone is requeued;
+4. enforces time: ``activeDeadlineSeconds``, waitForPodsReady's timeout and
+   its requeue backoff, restart backoff;
+5. when something changed and no eviction is in flight, runs Kueue cycles with
+   the same :class:`~gpuq.core.admission.Scheduler` ``gpuq admit`` and ``gpuq
+   simulate`` use, applies the cycle's decisions to the store in one
+   transaction, then starts the admitted pods on exactly the devices placement
+   chose, and sends preemption victims SIGTERM (SIGKILL after their grace).
+
+Preemption completes when the victim's processes are gone: only then is its
+quota released and the workload requeued, as a kubelet and Kueue would. While
+an eviction is in flight no new cycle runs, so a preemptor never picks victims
+twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuq.api import convert, kueue
+from gpuq.api.loader import load_texts
+from gpuq.api.source_fields import SourceError
+from gpuq.api.sources import to_workload
+from gpuq.core.admission import Scheduler
+from gpuq.core.decisions import Admit
+from gpuq.core.model import CheckState, ClusterConfig, Workload
+from gpuq.core.nodes import Node
+from gpuq.core.placement.engine import Placer
+from gpuq.run.executors.base import Executor, ExecutorError, PodExit, PodLaunch
+from gpuq.run.jobs import JobRun, job_run
+from gpuq.run.store import ConditionRecord, PodRecord, Store, WorkloadChange, WorkloadRecord
+
+ACTIVE = ("Pending", "QuotaReserved", "Admitted", "Running")
+KUEUE_KINDS = frozenset(
+    {
+        "ResourceFlavor",
+        "ClusterQueue",
+        "LocalQueue",
+        "Cohort",
+        "WorkloadPriorityClass",
+        "PriorityClass",
+        "AdmissionCheck",
+        "Topology",
+        "Namespace",
+        "Configuration",
+    }
+)
+
+
+@dataclass
+class PodState:
+    name: str  # "<pod set>-<index>"
+    pod_set: str
+    node: str
+    devices: tuple[str, ...]
+    store_id: int | None = None
+    attempt: int = 0
+    running: bool = False
+    succeeded: bool = False
+    retry_at: float | None = None
+
+
+@dataclass
+class Tracked:
+    """One workload the loop is responsible for."""
+
+    record_id: int
+    key: str
+    workload: Workload
+    run: JobRun
+    state: str = "Pending"
+    pods: dict[str, PodState] = field(default_factory=dict)
+    failures: int = 0
+    admitted_at: float | None = None
+    started_at: float | None = None
+    evicting: str = ""  # the eviction reason while its pods are being stopped
+    ready_timeouts: int = 0
+
+    @property
+    def namespace(self) -> str:
+        return self.workload.namespace
+
+    @property
+    def name(self) -> str:
+        return self.workload.name
+
+
+class ControlLoop:
+    """Admission, placement and execution for one store; run it only on the elected leader."""
+
+    def __init__(
+        self,
+        store: Store,
+        executor: Executor,
+        nodes: Sequence[Node],
+        *,
+        workdir: Path,
+        policy: str = "binpack",
+        clock: Callable[[], float] = time.time,
+        restart_backoff_s: float = 10.0,
+    ) -> None:
+        self.store = store
+        self.executor = executor
+        self.nodes = tuple(nodes)
+        self.workdir = workdir
+        self.policy = policy
+        self.clock = clock
+        self.restart_backoff_s = restart_backoff_s
+        self.tracked: dict[str, Tracked] = {}
+        self.scheduler: Scheduler | None = None
+        self.config: ClusterConfig | None = None
+        self.priorities: convert.PriorityTable | None = None
+        self.config_problem = ""
+        self._config_signature: tuple[tuple[str, str, str, int], ...] | None = None
+        self._dirty = True
+        self._recovered = False
+
+    # ------------------------------------------------------------------ step
+    def step(self) -> None:
+        now = self.clock()
+        self._reload_config(now)
+        if self.scheduler is None:
+            return
+        if not self._recovered:
+            self._recover(now)
+            self._recovered = True
+        self._intake(now)
+        self._reap(now)
+        self._timers(now)
+        if self._dirty and not any(t.evicting for t in self.tracked.values()):
+            self._dirty = False
+            self._schedule(now)
+
+    def close(self) -> None:
+        self.executor.close()
+
+    # ---------------------------------------------------------- configuration
+    def _reload_config(self, now: float) -> None:
+        objects = [o for o in self.store.list_objects() if o.kind in KUEUE_KINDS]
+        signature = tuple(sorted((o.kind, o.namespace, o.name, o.resource_version) for o in objects))
+        if signature == self._config_signature:
+            return
+        self._config_signature = signature
+        texts = [(f"{o.kind}/{o.namespace}/{o.name}", yaml.safe_dump(o.manifest)) for o in objects]
+        result = load_texts(texts)
+        if result.errors or result.config is None:
+            self.config_problem = "; ".join(str(d) for d in result.errors) or "no configuration"
+            return
+        self.config_problem = ""
+        self.config = result.config
+        self.priorities = convert.PriorityTable.from_models([m.model for m in result.manifests])
+        placer = Placer(
+            self.nodes, policy=self.policy, flavors=self.config.flavors, topologies=self.config.topologies
+        )
+        self.scheduler = Scheduler(self.config, placer)
+        for tracked in self.tracked.values():
+            self._resubmit(tracked)
+        self._dirty = True
+
+    def _resubmit(self, tracked: Tracked) -> None:
+        """Put a tracked workload into a fresh scheduler: pending ones queue, admitted ones hold quota."""
+        assert self.scheduler is not None
+        if tracked.state in ("Pending", "QuotaReserved"):
+            self.scheduler.submit(dataclasses.replace(tracked.workload, admission=None))
+        elif tracked.state in ("Admitted", "Running") and tracked.workload.admission is not None:
+            self.scheduler.submit(tracked.workload)
+
+    # --------------------------------------------------------------- intake
+    def _recover(self, now: float) -> None:
+        """After a restart: pods of a previous loop cannot be reattached, so admitted and running
+        workloads are evicted (their leftover processes killed) and requeued; none is lost or doubled."""
+        for record in self.store.list_workloads(states=ACTIVE):
+            tracked = self._track(record, now)
+            if tracked is None:
+                continue
+            if record.state in ("Admitted", "Running"):
+                for pod in self.store.pods_of(record.id):
+                    _kill_leftover(pod.pid)
+                condition = ConditionRecord(
+                    "Evicted",
+                    "True",
+                    "ControlPlaneRestarted",
+                    "the control plane restarted; pods requeued",
+                    now,
+                )
+                self.store.apply_decisions(
+                    [
+                        WorkloadChange(
+                            record.id, "Pending", condition=condition, pods=[], fields={"admission": None}
+                        )
+                    ]
+                )
+                tracked.state = "Pending"
+            assert self.scheduler is not None
+            self.scheduler.submit(tracked.workload)
+
+    def _intake(self, now: float) -> None:
+        known = {t.record_id for t in self.tracked.values()}
+        for record in self.store.list_workloads(states=("Pending",)):
+            if record.id in known:
+                continue
+            tracked = self._track(record, now)
+            if tracked is not None:
+                assert self.scheduler is not None
+                self.scheduler.submit(tracked.workload)
+                self._dirty = True
+        self._forget_deleted(now)
+
+    def _track(self, record: WorkloadRecord, now: float) -> Tracked | None:
+        try:
+            workload, run = self._convert(record)
+        except (SourceError, ValueError) as error:
+            message = f"cannot run: {error}"
+            condition = ConditionRecord("Finished", "True", "InvalidWorkload", message, now)
+            self.store.apply_decisions(
+                [
+                    WorkloadChange(
+                        record.id,
+                        "Failed",
+                        condition=condition,
+                        fields={"finished_at": now, "message": message},
+                    )
+                ]
+            )
+            return None
+        tracked = Tracked(record.id, workload.key, workload, run, state=record.state)
+        self.tracked[workload.key] = tracked
+        return tracked
+
+    def _convert(self, record: WorkloadRecord) -> tuple[Workload, JobRun]:
+        assert self.priorities is not None
+        document = to_workload(dict(record.manifest))
+        model = kueue.Workload.model_validate(document)
+        workload = convert.workload(model, self.priorities)
+        workload = dataclasses.replace(
+            workload,
+            name=record.name,
+            namespace=record.namespace,
+            creation_time=record.created_at,
+            uid=f"{record.id:012d}",
+        )
+        return workload, job_run(record.manifest)
+
+    def _forget_deleted(self, now: float) -> None:
+        """Workloads deleted from the store: stop their pods and release what they hold."""
+        alive = {(r.namespace, r.name) for r in self.store.list_workloads()}
+        for key, tracked in list(self.tracked.items()):
+            if (tracked.namespace, tracked.name) in alive:
+                continue
+            for pod in tracked.pods.values():
+                self.executor.terminate(_pod_key(tracked, pod), 0.0)
+            self._release(tracked, requeue=False)
+            del self.tracked[key]
+
+    # ------------------------------------------------------------ scheduling
+    def _schedule(self, now: float) -> None:
+        assert self.scheduler is not None
+        scheduler = self.scheduler
+        for _ in range(1000):
+            result, entries = scheduler.plan_cycle(now)
+            if not entries:
+                return
+            scheduler.apply(result, entries, now)
+            changes: list[WorkloadChange] = []
+            starts: list[Tracked] = []
+            for decision in result.admitted:
+                tracked = self.tracked[decision.workload]
+                changes.append(self._admitted(tracked, decision, now))
+                if tracked.pods:
+                    starts.append(tracked)
+            for eviction in result.preempted:
+                tracked = self.tracked[eviction.workload]
+                message = f"Preempted to accommodate {eviction.by} ({eviction.reason})"
+                condition = ConditionRecord("Evicted", "True", "Preempted", message, now)
+                changes.append(WorkloadChange(tracked.record_id, tracked.state, condition=condition))
+                self._evict(tracked, "Preempted", now)
+            for pending in result.pending:
+                waiting = self.tracked.get(pending.workload)
+                if waiting is not None and waiting.state == "Pending":
+                    changes.append(
+                        WorkloadChange(waiting.record_id, "Pending", fields={"message": pending.message})
+                    )
+            if changes:
+                self.store.apply_decisions(changes)
+            for tracked in starts:
+                self._start_all(tracked, now)
+            if result.preempted or not result.changed:
+                return
+
+    def _admitted(self, tracked: Tracked, decision: Admit, now: float) -> WorkloadChange:
+        assert self.scheduler is not None
+        if decision.checks_pending:
+            self.scheduler.reserved_checks[decision.workload] = {
+                n: CheckState.READY for n in decision.checks_pending
+            }
+        admitted = self.scheduler.state.admitted[decision.workload]
+        tracked.workload = admitted.workload
+        tracked.state = "Admitted"
+        tracked.admitted_at = now
+        tracked.pods = self._placed_pods(tracked)
+        admission = {
+            "clusterQueue": decision.cluster_queue,
+            "podSetAssignments": [
+                {"name": ps.name, "count": ps.count, "flavors": dict(ps.flavors)} for ps in decision.pod_sets
+            ],
+        }
+        condition = ConditionRecord("Admitted", "True", "Admitted", decision.message, now)
+        pods = [_pod_record(p) for p in tracked.pods.values()]
+        fields = {
+            "cluster_queue": decision.cluster_queue,
+            "admission": admission,
+            "admitted_at": now,
+            "message": "",
+        }
+        return WorkloadChange(tracked.record_id, "Admitted", condition=condition, pods=pods, fields=fields)
+
+    def _placed_pods(self, tracked: Tracked) -> dict[str, PodState]:
+        assert self.scheduler is not None and self.scheduler.placer is not None
+        placement = self.scheduler.placer.placements.get(tracked.key)
+        if placement is None:
+            return {}
+        pods: dict[str, PodState] = {}
+        for pod_set in placement.pod_sets:
+            for binding in pod_set.bindings:
+                name = binding.pod.rsplit("/", 1)[1]
+                pods[name] = PodState(name, pod_set.name, binding.node, tuple(str(g) for g in binding.gpus))
+        return pods
+
+    # ---------------------------------------------------------------- pods
+    def _start_all(self, tracked: Tracked, now: float) -> None:
+        for pod in tracked.pods.values():
+            self._start(tracked, pod, now)
+        tracked.state = "Running"
+        tracked.started_at = tracked.started_at or now
+        condition = ConditionRecord("PodsReady", "True", "PodsReady", "all pods are running", now)
+        pods = [_pod_record(p) for p in tracked.pods.values()]
+        self.store.apply_decisions(
+            [
+                WorkloadChange(
+                    tracked.record_id, "Running", condition=condition, pods=pods, fields={"started_at": now}
+                )
+            ]
+        )
+        self.tracked_pods_ids(tracked)
+
+    def tracked_pods_ids(self, tracked: Tracked) -> None:
+        """Learn the store ids of the pods just written, for later updates."""
+        for record in self.store.pods_of(tracked.record_id):
+            pod = tracked.pods.get(record.name)
+            if pod is not None:
+                pod.store_id = record.id
+
+    def _start(self, tracked: Tracked, pod: PodState, now: float) -> None:
+        spec = tracked.run.pod_set(pod.pod_set)
+        container = spec.container
+        env = dict(container.env)
+        env |= {
+            "CUDA_VISIBLE_DEVICES": ",".join(pod.devices),
+            "NVIDIA_VISIBLE_DEVICES": ",".join(pod.devices) or "void",
+            "GPUQ_WORKLOAD": tracked.key,
+            "GPUQ_POD": pod.name,
+            "GPUQ_NODE": pod.node,
+            "GPUQ_ATTEMPT": str(pod.attempt),
+        }
+        if tracked.run.checkpoint:
+            directory = self.workdir / "checkpoints" / tracked.namespace / tracked.name
+            directory.mkdir(parents=True, exist_ok=True)
+            env["GPUQ_CHECKPOINT_DIR"] = str(directory)
+        log_path = self.workdir / "logs" / tracked.namespace / tracked.name / f"{pod.name}.log"
+        launch = PodLaunch(
+            key=_pod_key(tracked, pod),
+            command=list(container.command),
+            args=list(container.args),
+            env=env,
+            working_dir=container.working_dir,
+            image=container.image,
+            devices=pod.devices,
+            log_path=str(log_path),
+            resources={"num_gpus": float(len(pod.devices))},
+        )
+        try:
+            pid = self.executor.start(launch)
+        except ExecutorError as error:
+            pod.running = False
+            self._pod_failed(tracked, pod, now, f"cannot start: {error}")
+            return
+        pod.running = True
+        pod.retry_at = None
+        if pod.store_id is not None:
+            self.store.update_pod(
+                pod.store_id,
+                state="Running",
+                pid=pid,
+                started_at=now,
+                attempt=pod.attempt,
+                log_path=str(log_path),
+            )
+
+    def _reap(self, now: float) -> None:
+        by_key = {_pod_key(t, p): (t, p) for t in self.tracked.values() for p in t.pods.values()}
+        for exit_ in self.executor.poll():
+            found = by_key.get(exit_.key)
+            if found is None:
+                continue
+            tracked, pod = found
+            pod.running = False
+            self._pod_exited(tracked, pod, exit_, now)
+
+    def _pod_exited(self, tracked: Tracked, pod: PodState, exit_: PodExit, now: float) -> None:
+        if pod.store_id is not None:
+            state = "Succeeded" if exit_.exit_code == 0 else "Failed"
+            self.store.update_pod(
+                pod.store_id, state=state, exit_code=exit_.exit_code, finished_at=exit_.time
+            )
+        if tracked.evicting:
+            if not any(p.running for p in tracked.pods.values()):
+                self._complete_eviction(tracked, now)
+            return
+        if tracked.state != "Running":
+            return
+        if exit_.exit_code == 0:
+            pod.succeeded = True
+            if all(p.succeeded for p in tracked.pods.values()):
+                self._finish(tracked, "Succeeded", "JobFinished", "every pod succeeded", now)
+            return
+        self._pod_failed(tracked, pod, now, f"pod {pod.name} exited with {exit_.exit_code}")
+
+    def _pod_failed(self, tracked: Tracked, pod: PodState, now: float, message: str) -> None:
+        tracked.failures += 1
+        if tracked.failures > tracked.run.backoff_limit:
+            for other in tracked.pods.values():
+                if other.running:
+                    self.executor.terminate(_pod_key(tracked, other), 0.0)
+            limit = tracked.run.backoff_limit
+            self._finish(
+                tracked, "Failed", "BackoffLimitExceeded", f"{message}; backoffLimit {limit} reached", now
+            )
+            return
+        pod.attempt += 1
+        delay = (
+            min(self.restart_backoff_s * 2 ** (tracked.failures - 1), 360.0)
+            if self.restart_backoff_s
+            else 0.0
+        )
+        pod.retry_at = now + delay
+        self.store.add_event(
+            "Warning",
+            "BackOff",
+            "Workload",
+            tracked.namespace,
+            tracked.name,
+            f"{message}; restarting in {delay:.0f}s",
+            now,
+        )
+
+    def _finish(self, tracked: Tracked, state: str, reason: str, message: str, now: float) -> None:
+        tracked.state = state
+        condition = ConditionRecord("Finished", "True", reason, message, now)
+        self.store.apply_decisions(
+            [
+                WorkloadChange(
+                    tracked.record_id,
+                    state,
+                    condition=condition,
+                    fields={"finished_at": now, "message": message},
+                )
+            ]
+        )
+        self._release(tracked, requeue=False)
+        del self.tracked[tracked.key]
+
+    # -------------------------------------------------------------- eviction
+    def _evict(self, tracked: Tracked, reason: str, now: float) -> None:
+        """Stop the pods (SIGTERM, SIGKILL after their grace); the eviction completes when they are gone."""
+        tracked.evicting = reason
+        running = [p for p in tracked.pods.values() if p.running]
+        for pod in running:
+            self.executor.terminate(_pod_key(tracked, pod), tracked.run.pod_set(pod.pod_set).grace_s)
+        if not running:
+            self._complete_eviction(tracked, now)
+
+    def _complete_eviction(self, tracked: Tracked, now: float, requeue_at: float | None = None) -> None:
+        reason = tracked.evicting
+        tracked.evicting = ""
+        tracked.state = "Pending"
+        tracked.pods = {}
+        tracked.failures = 0
+        assert self.scheduler is not None
+        self._release(tracked, requeue=True, requeue_at=requeue_at)
+        tracked.workload = dataclasses.replace(tracked.workload, admission=None, requeue_at=requeue_at)
+        condition = ConditionRecord("Requeued", "True", reason, f"evicted ({reason}) and requeued", now)
+        fields: dict[str, Any] = {"admission": None, "cluster_queue": None, "requeue_at": requeue_at}
+        self.store.apply_decisions(
+            [WorkloadChange(tracked.record_id, "Pending", condition=condition, pods=[], fields=fields)]
+        )
+        self._dirty = True
+
+    def _release(self, tracked: Tracked, *, requeue: bool, requeue_at: float | None = None) -> None:
+        assert self.scheduler is not None
+        scheduler = self.scheduler
+        if tracked.key in scheduler.state.admitted:
+            if requeue:
+                scheduler.evict(tracked.key, self.clock(), requeue_at)
+            else:
+                scheduler.finish(tracked.key)
+        elif not requeue:
+            for queue in scheduler.queues.values():
+                queue.delete(tracked.key)
+        self._dirty = True
+
+    # ----------------------------------------------------------------- time
+    def _timers(self, now: float) -> None:
+        wait = self.config.scheduler.wait_for_pods_ready if self.config else None
+        for tracked in list(self.tracked.values()):
+            if tracked.evicting:
+                continue
+            deadline = tracked.run.active_deadline_s
+            if (
+                deadline is not None
+                and tracked.started_at is not None
+                and now - tracked.started_at >= deadline
+            ):
+                for pod in tracked.pods.values():
+                    if pod.running:
+                        self.executor.terminate(_pod_key(tracked, pod), 0.0)
+                self._finish(
+                    tracked, "Failed", "DeadlineExceeded", f"activeDeadlineSeconds {deadline:g} passed", now
+                )
+                continue
+            for pod in tracked.pods.values():
+                if pod.retry_at is not None and pod.retry_at <= now and tracked.state == "Running":
+                    self._start(tracked, pod, now)
+            if (
+                wait is not None
+                and wait.enable
+                and tracked.state == "Admitted"
+                and tracked.admitted_at is not None
+                and now - tracked.admitted_at >= wait.timeout_s
+            ):
+                tracked.ready_timeouts += 1
+                backoff = min(
+                    wait.requeuing_backoff_base_s * 2 ** (tracked.ready_timeouts - 1),
+                    wait.requeuing_backoff_max_s,
+                )
+                tracked.evicting = "PodsReadyTimeout"
+                self._complete_eviction(tracked, now, requeue_at=now + backoff)
+        if any(t.state == "Admitted" and not t.pods for t in self.tracked.values()):
+            self._bind_waiting(now)
+        if any(
+            t.workload.requeue_at is not None and t.workload.requeue_at <= now
+            for t in self.tracked.values()
+            if t.state == "Pending"
+        ):
+            assert self.scheduler is not None
+            for queue in self.scheduler.queues.values():
+                queue.requeue_inadmissible()
+            for tracked in self.tracked.values():
+                if tracked.workload.requeue_at is not None and tracked.workload.requeue_at <= now:
+                    tracked.workload = dataclasses.replace(tracked.workload, requeue_at=None)
+            self._dirty = True
+
+    def _bind_waiting(self, now: float) -> None:
+        """Admitted workloads whose pods found no node: start them once a release made room."""
+        assert self.scheduler is not None
+        for key, tracked in self.tracked.items():
+            if tracked.state == "Admitted" and not tracked.pods and key not in self.scheduler.unplaced:
+                tracked.pods = self._placed_pods(tracked)
+                if tracked.pods:
+                    pods = [_pod_record(p) for p in tracked.pods.values()]
+                    self.store.apply_decisions([WorkloadChange(tracked.record_id, "Admitted", pods=pods)])
+                    self.tracked_pods_ids(tracked)
+                    self._start_all(tracked, now)
+
+
+def _pod_key(tracked: Tracked, pod: PodState) -> str:
+    return f"{tracked.key}/{pod.name}"
+
+
+def _pod_record(pod: PodState) -> PodRecord:
+    return PodRecord(
+        name=pod.name,
+        pod_set=pod.pod_set,
+        state="Running" if pod.running else "Pending",
+        node=pod.node,
+        devices=pod.devices,
+        attempt=pod.attempt,
+    )
+
+
+def _kill_leftover(pid: int | None) -> None:
+    """SIGKILL a previous loop's process group, if it still exists."""
+    if not pid:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)

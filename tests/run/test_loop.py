@@ -1,0 +1,196 @@
+"""The control loop end to end: a SQLite store, real processes, virtual GPUs."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpuq.run.executors.local import LocalExecutor
+from gpuq.run.gpus import local_node, virtual_devices
+from gpuq.run.loop import ControlLoop
+from gpuq.run.store import Store
+
+CONFIG = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: gpu}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: low}
+value: 10
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: shared}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: gpu
+      resources: [{name: nvidia.com/gpu, nominalQuota: 2}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: q, namespace: team-a}
+spec: {clusterQueue: shared}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: q, namespace: team-b}
+spec: {clusterQueue: shared}
+"""
+
+
+def job(
+    name: str, namespace: str, script: str, *, gpus: int = 1, priority: str | None = None, **spec: Any
+) -> dict[str, Any]:
+    labels = {"kueue.x-k8s.io/queue-name": "q"}
+    if priority:
+        labels["kueue.x-k8s.io/priority-class"] = priority
+    annotations = spec.pop("annotations", {})
+    grace = spec.pop("grace", 30)
+    container = {
+        "name": "main",
+        "image": "python:3.11",
+        "command": [sys.executable, "-c", script],
+        "resources": {"requests": {"nvidia.com/gpu": gpus}},
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations},
+        "spec": {
+            **spec,
+            "template": {"spec": {"containers": [container], "terminationGracePeriodSeconds": grace}},
+        },
+    }
+
+
+@pytest.fixture
+def plane(tmp_path: Path):  # type: ignore[no-untyped-def]
+    store = Store(f"sqlite:///{tmp_path / 'gpuq.db'}")
+    store.migrate()
+    for document in yaml.safe_load_all(CONFIG):
+        store.apply_object(document)
+    node = local_node(virtual_devices(2, "A100-80GB"), name="box", cpu_milli=16_000, memory_bytes=64 << 30)
+    loop = ControlLoop(
+        store, LocalExecutor(tmp_path / "work"), [node], workdir=tmp_path / "work", restart_backoff_s=0
+    )
+    yield store, loop, tmp_path
+    loop.close()
+    store.close()
+
+
+def submit(store: Store, doc: dict[str, Any], at: float | None = None) -> int:
+    meta = doc["metadata"]
+    return store.add_workload(meta["namespace"], meta["name"], "q", doc["kind"], doc, 0, at or time.time())
+
+
+def run_until(loop: ControlLoop, done, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        loop.step()
+        if done():
+            return
+        time.sleep(0.02)
+    raise AssertionError("timed out")
+
+
+def state(store: Store, namespace: str, name: str) -> str:
+    record = store.get_workload(namespace, name)
+    assert record is not None
+    return record.state
+
+
+def test_two_teams_run_on_distinct_gpus(plane) -> None:  # type: ignore[no-untyped-def]
+    store, loop, tmp = plane
+    out = tmp / "out"
+    out.mkdir()
+    script = (
+        f"import os; name = os.environ['GPUQ_WORKLOAD'].replace('/', '_'); "
+        f"open('{out}/' + name, 'w').write(os.environ['CUDA_VISIBLE_DEVICES'])"
+    )
+    submit(store, job("a", "team-a", script))
+    submit(store, job("b", "team-b", script))
+    run_until(loop, lambda: state(store, "team-a", "a") == state(store, "team-b", "b") == "Succeeded")
+    devices = {(out / "team-a_a").read_text(), (out / "team-b_b").read_text()}
+    assert devices == {"0", "1"}
+    conditions = [c.type for c in store.conditions(store.get_workload("team-a", "a").id)]  # type: ignore[union-attr]
+    assert conditions[:2] == ["Admitted", "PodsReady"] and conditions[-1] == "Finished"
+
+
+def test_a_high_priority_job_preempts_and_the_victim_resumes_from_its_checkpoint(plane) -> None:  # type: ignore[no-untyped-def]
+    store, loop, tmp = plane
+    victim_script = """
+import os, signal, sys, time
+path = os.path.join(os.environ['GPUQ_CHECKPOINT_DIR'], 'step')
+step = int(open(path).read()) if os.path.exists(path) else 0
+def stop(*_):
+    open(path, 'w').write(str(step)); sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+while step < 40:
+    step += 1
+    time.sleep(0.02)
+    if step == 10 and not os.path.exists(path + '.started'):
+        open(path + '.started', 'w').write('1')
+        time.sleep(30)   # wait here to be preempted
+open(os.path.join(os.environ['GPUQ_CHECKPOINT_DIR'], 'done'), 'w').write(str(step))
+"""
+    submit(
+        store,
+        job(
+            "long",
+            "team-a",
+            victim_script,
+            gpus=2,
+            priority="low",
+            annotations={"gpuq.dev/checkpoint": "true"},
+            grace=5,
+        ),
+    )
+    run_until(loop, lambda: (tmp / "work/checkpoints/team-a/long/step.started").exists())
+    submit(store, job("urgent", "team-b", "print('urgent')", gpus=2, priority="high"))
+    run_until(loop, lambda: state(store, "team-b", "urgent") == "Succeeded")
+    run_until(loop, lambda: state(store, "team-a", "long") == "Succeeded")
+    reasons = [c.reason for c in store.conditions(store.get_workload("team-a", "long").id)]  # type: ignore[union-attr]
+    assert "Preempted" in reasons
+    # Resumed from step 10, not from 0: the checkpoint survived the preemption.
+    assert (tmp / "work/checkpoints/team-a/long/done").read_text() == "40"
+    assert int((tmp / "work/checkpoints/team-a/long/step").read_text()) >= 10
+
+
+def test_failed_pods_restart_until_the_backoff_limit(plane) -> None:  # type: ignore[no-untyped-def]
+    store, loop, _ = plane
+    flaky = "import os, sys; sys.exit(0 if os.environ['GPUQ_ATTEMPT'] == '2' else 1)"
+    submit(store, job("flaky", "team-a", flaky, backoffLimit=3))
+    submit(store, job("broken", "team-b", "import sys; sys.exit(2)", backoffLimit=1))
+    run_until(
+        loop,
+        lambda: (
+            state(store, "team-a", "flaky") == "Succeeded" and state(store, "team-b", "broken") == "Failed"
+        ),
+    )
+    broken = store.get_workload("team-b", "broken")
+    assert broken is not None and "backoffLimit 1" in broken.message
+
+
+def test_active_deadline_fails_a_job_that_runs_too_long(plane) -> None:  # type: ignore[no-untyped-def]
+    store, loop, _ = plane
+    submit(store, job("slow", "team-a", "import time; time.sleep(30)", activeDeadlineSeconds=1))
+    run_until(loop, lambda: state(store, "team-a", "slow") == "Failed")
+    record = store.get_workload("team-a", "slow")
+    assert record is not None and "activeDeadlineSeconds" in record.message
+    run_until(loop, lambda: not loop.executor.running(), timeout=5)  # the process was killed
