@@ -24,13 +24,9 @@ twice.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
-import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +41,10 @@ from gpuq.core.decisions import Admit
 from gpuq.core.model import CheckState, ClusterConfig, Workload
 from gpuq.core.nodes import Node
 from gpuq.core.placement.engine import Placer
-from gpuq.run.executors.base import Executor, ExecutorError, PodExit, PodLaunch
+from gpuq.run.executors.base import Executor, ExecutorError, PodExit
 from gpuq.run.jobs import JobRun, job_run
-from gpuq.run.store import ConditionRecord, PodRecord, Store, WorkloadChange, WorkloadRecord
+from gpuq.run.pods import PodState, Tracked, kill_leftover, pod_key, pod_launch, pod_record
+from gpuq.run.store import ConditionRecord, Store, WorkloadChange, WorkloadRecord
 
 ACTIVE = ("Pending", "QuotaReserved", "Admitted", "Running")
 KUEUE_KINDS = frozenset(
@@ -64,44 +61,6 @@ KUEUE_KINDS = frozenset(
         "Configuration",
     }
 )
-
-
-@dataclass
-class PodState:
-    name: str  # "<pod set>-<index>"
-    pod_set: str
-    node: str
-    devices: tuple[str, ...]
-    store_id: int | None = None
-    attempt: int = 0
-    running: bool = False
-    succeeded: bool = False
-    retry_at: float | None = None
-
-
-@dataclass
-class Tracked:
-    """One workload the loop is responsible for."""
-
-    record_id: int
-    key: str
-    workload: Workload
-    run: JobRun
-    state: str = "Pending"
-    pods: dict[str, PodState] = field(default_factory=dict)
-    failures: int = 0
-    admitted_at: float | None = None
-    started_at: float | None = None
-    evicting: str = ""  # the eviction reason while its pods are being stopped
-    ready_timeouts: int = 0
-
-    @property
-    def namespace(self) -> str:
-        return self.workload.namespace
-
-    @property
-    def name(self) -> str:
-        return self.workload.name
 
 
 class ControlLoop:
@@ -194,7 +153,7 @@ class ControlLoop:
                 continue
             if record.state in ("Admitted", "Running"):
                 for pod in self.store.pods_of(record.id):
-                    _kill_leftover(pod.pid)
+                    kill_leftover(pod.pid)
                 condition = ConditionRecord(
                     "Evicted",
                     "True",
@@ -267,7 +226,7 @@ class ControlLoop:
             if (tracked.namespace, tracked.name) in alive:
                 continue
             for pod in tracked.pods.values():
-                self.executor.terminate(_pod_key(tracked, pod), 0.0)
+                self.executor.terminate(pod_key(tracked, pod), 0.0)
             self._release(tracked, requeue=False)
             del self.tracked[key]
 
@@ -324,7 +283,7 @@ class ControlLoop:
             ],
         }
         condition = ConditionRecord("Admitted", "True", "Admitted", decision.message, now)
-        pods = [_pod_record(p) for p in tracked.pods.values()]
+        pods = [pod_record(p) for p in tracked.pods.values()]
         fields = {
             "cluster_queue": decision.cluster_queue,
             "admission": admission,
@@ -352,7 +311,7 @@ class ControlLoop:
         tracked.state = "Running"
         tracked.started_at = tracked.started_at or now
         condition = ConditionRecord("PodsReady", "True", "PodsReady", "all pods are running", now)
-        pods = [_pod_record(p) for p in tracked.pods.values()]
+        pods = [pod_record(p) for p in tracked.pods.values()]
         self.store.apply_decisions(
             [
                 WorkloadChange(
@@ -370,33 +329,7 @@ class ControlLoop:
                 pod.store_id = record.id
 
     def _start(self, tracked: Tracked, pod: PodState, now: float) -> None:
-        spec = tracked.run.pod_set(pod.pod_set)
-        container = spec.container
-        env = dict(container.env)
-        env |= {
-            "CUDA_VISIBLE_DEVICES": ",".join(pod.devices),
-            "NVIDIA_VISIBLE_DEVICES": ",".join(pod.devices) or "void",
-            "GPUQ_WORKLOAD": tracked.key,
-            "GPUQ_POD": pod.name,
-            "GPUQ_NODE": pod.node,
-            "GPUQ_ATTEMPT": str(pod.attempt),
-        }
-        if tracked.run.checkpoint:
-            directory = self.workdir / "checkpoints" / tracked.namespace / tracked.name
-            directory.mkdir(parents=True, exist_ok=True)
-            env["GPUQ_CHECKPOINT_DIR"] = str(directory)
-        log_path = self.workdir / "logs" / tracked.namespace / tracked.name / f"{pod.name}.log"
-        launch = PodLaunch(
-            key=_pod_key(tracked, pod),
-            command=list(container.command),
-            args=list(container.args),
-            env=env,
-            working_dir=container.working_dir,
-            image=container.image,
-            devices=pod.devices,
-            log_path=str(log_path),
-            resources={"num_gpus": float(len(pod.devices))},
-        )
+        launch = pod_launch(tracked, pod, self.workdir)
         try:
             pid = self.executor.start(launch)
         except ExecutorError as error:
@@ -412,11 +345,11 @@ class ControlLoop:
                 pid=pid,
                 started_at=now,
                 attempt=pod.attempt,
-                log_path=str(log_path),
+                log_path=launch.log_path,
             )
 
     def _reap(self, now: float) -> None:
-        by_key = {_pod_key(t, p): (t, p) for t in self.tracked.values() for p in t.pods.values()}
+        by_key = {pod_key(t, p): (t, p) for t in self.tracked.values() for p in t.pods.values()}
         for exit_ in self.executor.poll():
             found = by_key.get(exit_.key)
             if found is None:
@@ -449,7 +382,7 @@ class ControlLoop:
         if tracked.failures > tracked.run.backoff_limit:
             for other in tracked.pods.values():
                 if other.running:
-                    self.executor.terminate(_pod_key(tracked, other), 0.0)
+                    self.executor.terminate(pod_key(tracked, other), 0.0)
             limit = tracked.run.backoff_limit
             self._finish(
                 tracked, "Failed", "BackoffLimitExceeded", f"{message}; backoffLimit {limit} reached", now
@@ -494,7 +427,7 @@ class ControlLoop:
         tracked.evicting = reason
         running = [p for p in tracked.pods.values() if p.running]
         for pod in running:
-            self.executor.terminate(_pod_key(tracked, pod), tracked.run.pod_set(pod.pod_set).grace_s)
+            self.executor.terminate(pod_key(tracked, pod), tracked.run.pod_set(pod.pod_set).grace_s)
         if not running:
             self._complete_eviction(tracked, now)
 
@@ -541,7 +474,7 @@ class ControlLoop:
             ):
                 for pod in tracked.pods.values():
                     if pod.running:
-                        self.executor.terminate(_pod_key(tracked, pod), 0.0)
+                        self.executor.terminate(pod_key(tracked, pod), 0.0)
                 self._finish(
                     tracked, "Failed", "DeadlineExceeded", f"activeDeadlineSeconds {deadline:g} passed", now
                 )
@@ -585,30 +518,7 @@ class ControlLoop:
             if tracked.state == "Admitted" and not tracked.pods and key not in self.scheduler.unplaced:
                 tracked.pods = self._placed_pods(tracked)
                 if tracked.pods:
-                    pods = [_pod_record(p) for p in tracked.pods.values()]
+                    pods = [pod_record(p) for p in tracked.pods.values()]
                     self.store.apply_decisions([WorkloadChange(tracked.record_id, "Admitted", pods=pods)])
                     self.tracked_pods_ids(tracked)
                     self._start_all(tracked, now)
-
-
-def _pod_key(tracked: Tracked, pod: PodState) -> str:
-    return f"{tracked.key}/{pod.name}"
-
-
-def _pod_record(pod: PodState) -> PodRecord:
-    return PodRecord(
-        name=pod.name,
-        pod_set=pod.pod_set,
-        state="Running" if pod.running else "Pending",
-        node=pod.node,
-        devices=pod.devices,
-        attempt=pod.attempt,
-    )
-
-
-def _kill_leftover(pid: int | None) -> None:
-    """SIGKILL a previous loop's process group, if it still exists."""
-    if not pid:
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
