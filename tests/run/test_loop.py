@@ -194,3 +194,63 @@ def test_active_deadline_fails_a_job_that_runs_too_long(plane) -> None:  # type:
     record = store.get_workload("team-a", "slow")
     assert record is not None and "activeDeadlineSeconds" in record.message
     run_until(loop, lambda: not loop.executor.running(), timeout=5)  # the process was killed
+
+
+def test_a_restarted_loop_kills_the_old_processes_and_requeues_what_was_running(plane) -> None:  # type: ignore[no-untyped-def]
+    """As after ``kill -9`` of the server: the old loop's process is still running; the new loop
+    kills it, requeues the workload, and it runs to the end exactly once more."""
+    store, first, tmp = plane
+    marker = tmp / "first-run"
+    script = (
+        f"import os, time; p = {str(marker)!r}\n"
+        "if not os.path.exists(p):\n    open(p, 'w').write(str(os.getpid())); time.sleep(60)"
+    )
+    submit(store, job("long", "team-a", script))
+    run_until(first, lambda: marker.exists())
+    old_pid = int(marker.read_text())
+    second = ControlLoop(
+        store, LocalExecutor(tmp / "work2"), first.nodes, workdir=tmp / "work2", restart_backoff_s=0
+    )
+    try:
+        run_until(second, lambda: state(store, "team-a", "long") == "Succeeded")
+    finally:
+        second.close()
+    assert not alive(old_pid)
+    reasons = [c.reason for c in store.conditions(store.get_workload("team-a", "long").id)]  # type: ignore[union-attr]
+    assert reasons.count("ControlPlaneRestarted") == 1 and reasons[-1] == "JobFinished"
+
+
+WAIT_FOR_PODS_READY = {
+    "apiVersion": "config.kueue.x-k8s.io/v1beta1",
+    "kind": "Configuration",
+    "metadata": {"name": "config"},
+    "waitForPodsReady": {"enable": True, "timeout": "1s", "requeuingStrategy": {"backoffBaseSeconds": 1}},
+}
+
+
+def test_pods_that_never_get_a_node_are_evicted_after_the_ready_timeout(plane) -> None:  # type: ignore[no-untyped-def]
+    """Quota 4 on a node of two GPUs: a second 2-GPU job is admitted on quota while the first holds
+    both GPUs, its pods find no node, it is evicted after the 1 s timeout, waits out the backoff,
+    and runs once the GPUs are free."""
+    store, loop, _ = plane
+    store.apply_object(WAIT_FOR_PODS_READY)
+    quota = store.get_object("ClusterQueue", "shared")
+    assert quota is not None
+    manifest = quota.manifest
+    manifest["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 4
+    store.apply_object(manifest)
+    submit(store, job("holder", "team-a", "import time; time.sleep(3)", gpus=2))
+    run_until(loop, lambda: state(store, "team-a", "holder") == "Running")
+    submit(store, job("waiter", "team-b", "print('ran')", gpus=2))
+    run_until(loop, lambda: state(store, "team-b", "waiter") == "Succeeded", timeout=30)
+    reasons = [c.reason for c in store.conditions(store.get_workload("team-b", "waiter").id)]  # type: ignore[union-attr]
+    assert "PodsReadyTimeout" in reasons
+
+
+def alive(pid: int) -> bool:
+    """Running and not a zombie (the old loop's process is this test's child, never reaped here)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "State:\tZ" not in status

@@ -306,20 +306,17 @@ class ControlLoop:
 
     # ---------------------------------------------------------------- pods
     def _start_all(self, tracked: Tracked, now: float) -> None:
+        """Start every pod (each pod row gets its pid), then mark the workload Running with PodsReady."""
+        self.tracked_pods_ids(tracked)
         for pod in tracked.pods.values():
             self._start(tracked, pod, now)
+        if tracked.key not in self.tracked:
+            return  # a pod could not start and the workload failed
         tracked.state = "Running"
         tracked.started_at = tracked.started_at or now
         condition = ConditionRecord("PodsReady", "True", "PodsReady", "all pods are running", now)
-        pods = [pod_record(p) for p in tracked.pods.values()]
-        self.store.apply_decisions(
-            [
-                WorkloadChange(
-                    tracked.record_id, "Running", condition=condition, pods=pods, fields={"started_at": now}
-                )
-            ]
-        )
-        self.tracked_pods_ids(tracked)
+        change = WorkloadChange(tracked.record_id, "Running", condition=condition, fields={"started_at": now})
+        self.store.apply_decisions([change])
 
     def tracked_pods_ids(self, tracked: Tracked) -> None:
         """Learn the store ids of the pods just written, for later updates."""
