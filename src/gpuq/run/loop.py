@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,19 @@ KUEUE_KINDS = frozenset(
 )
 
 
+@dataclass
+class LoopCounters:
+    """What the loop has done since it started, for /metrics (Kueue's counter names)."""
+
+    admitted: dict[str, int] = field(default_factory=dict)  # cluster queue -> admissions
+    preempted: dict[tuple[str, str], int] = field(default_factory=dict)  # (preempting queue, reason)
+    evicted: dict[tuple[str, str], int] = field(default_factory=dict)  # (cluster queue, reason)
+    admission_waits: dict[str, list[float]] = field(default_factory=dict)  # queue -> seconds, unread
+
+    def bump(self, table: dict[Any, int], key: Any) -> None:
+        table[key] = table.get(key, 0) + 1
+
+
 class ControlLoop:
     """Admission, placement and execution for one store; run it only on the elected leader."""
 
@@ -92,6 +106,7 @@ class ControlLoop:
         self._config_signature: tuple[tuple[str, str, str, int], ...] | None = None
         self._dirty = True
         self._recovered = False
+        self.counters = LoopCounters()
 
     # ------------------------------------------------------------------ step
     def step(self) -> None:
@@ -248,6 +263,9 @@ class ControlLoop:
                     starts.append(tracked)
             for eviction in result.preempted:
                 tracked = self.tracked[eviction.workload]
+                preemptor = self.tracked.get(eviction.by)
+                by_queue = self._queue_of(preemptor) if preemptor is not None else ""
+                self.counters.bump(self.counters.preempted, (by_queue, eviction.reason))
                 message = f"Preempted to accommodate {eviction.by} ({eviction.reason})"
                 condition = ConditionRecord("Evicted", "True", "Preempted", message, now)
                 changes.append(WorkloadChange(tracked.record_id, tracked.state, condition=condition))
@@ -272,6 +290,9 @@ class ControlLoop:
                 n: CheckState.READY for n in decision.checks_pending
             }
         admitted = self.scheduler.state.admitted[decision.workload]
+        self.counters.bump(self.counters.admitted, decision.cluster_queue)
+        waits = self.counters.admission_waits.setdefault(decision.cluster_queue, [])
+        waits.append(max(0.0, now - tracked.workload.creation_time))
         tracked.workload = admitted.workload
         tracked.state = "Admitted"
         tracked.admitted_at = now
@@ -430,6 +451,7 @@ class ControlLoop:
 
     def _complete_eviction(self, tracked: Tracked, now: float, requeue_at: float | None = None) -> None:
         reason = tracked.evicting
+        self.counters.bump(self.counters.evicted, (self._queue_of(tracked), reason))
         tracked.evicting = ""
         tracked.state = "Pending"
         tracked.pods = {}
@@ -443,6 +465,14 @@ class ControlLoop:
             [WorkloadChange(tracked.record_id, "Pending", condition=condition, pods=[], fields=fields)]
         )
         self._dirty = True
+
+    def _queue_of(self, tracked: Tracked) -> str:
+        """The ClusterQueue the workload is admitted to, or its LocalQueue routes to."""
+        if tracked.workload.admission is not None:
+            return tracked.workload.admission.cluster_queue
+        assert self.scheduler is not None
+        target, _ = self.scheduler.route(tracked.workload)
+        return target or ""
 
     def _release(self, tracked: Tracked, *, requeue: bool, requeue_at: float | None = None) -> None:
         assert self.scheduler is not None

@@ -1,0 +1,219 @@
+"""``/metrics``: Kueue's metric names for queues, DCGM exporter names for GPUs, and idle GPUs.
+
+A Prometheus custom collector reads the current state when scraped (the
+leader's scheduler and counters, NVML telemetry) instead of keeping gauges in
+step by hand, so a follower replica that runs no loop simply reports no queue
+state. Names and labels follow Kueue's ``docs/reference/metrics.md`` and the
+DCGM exporter's default fields.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from gpuq.api.quantity import MILLI_RESOURCES
+from gpuq.run.gpus import GPUTelemetry
+from gpuq.run.loop import ControlLoop
+
+WAIT_BUCKETS = (
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+    1800.0,
+    3600.0,
+    7200.0,
+    21600.0,
+    86400.0,
+)
+"""Seconds: Kueue's admission wait buckets span a second to a day."""
+
+
+@dataclass
+class IdleTracker:
+    """How long each GPU has been idle (utilisation at or under ``threshold_pct``), from successive reads."""
+
+    threshold_pct: int = 0
+    since: dict[str, float] = field(default_factory=dict)  # uuid -> idle since
+
+    def observe(self, readings: Iterable[GPUTelemetry], now: float) -> dict[str, float]:
+        idle: dict[str, float] = {}
+        for reading in readings:
+            busy = reading.utilization_pct is None or reading.utilization_pct > self.threshold_pct
+            if busy:
+                self.since.pop(reading.uuid, None)
+                continue
+            start = self.since.setdefault(reading.uuid, now)
+            idle[reading.uuid] = now - start
+        return idle
+
+
+@dataclass
+class _Histogram:
+    counts: list[int]
+    total: float = 0.0
+    observations: int = 0
+
+
+class ControlPlaneCollector(Collector):
+    """Collects queue metrics from the leader's loop and GPU metrics from NVML."""
+
+    def __init__(
+        self,
+        loop: Callable[[], ControlLoop | None],
+        telemetry: Callable[[], list[GPUTelemetry]],
+        *,
+        hostname: str,
+        model_name: str = "",
+        idle: IdleTracker | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._loop = loop
+        self._telemetry = telemetry
+        self._hostname = hostname
+        self._model_name = model_name
+        self.idle = idle or IdleTracker()
+        self._clock = clock
+        self._waits: dict[str, _Histogram] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        loop = self._loop()
+        if loop is not None and loop.scheduler is not None:
+            yield from self._queue_metrics(loop)
+        yield from self._gpu_metrics()
+
+    # ------------------------------------------------------------------ queues
+    def _queue_metrics(self, loop: ControlLoop) -> Iterator[Metric]:
+        scheduler = loop.scheduler
+        assert scheduler is not None
+        pending = GaugeMetricFamily(
+            "kueue_pending_workloads",
+            "Pending workloads per cluster_queue and status",
+            labels=["cluster_queue", "status"],
+        )
+        active = GaugeMetricFamily(
+            "kueue_admitted_active_workloads", "Admitted workloads not finished", labels=["cluster_queue"]
+        )
+        usage = GaugeMetricFamily(
+            "kueue_cluster_queue_resource_usage",
+            "Quota used per cluster_queue, flavor and resource",
+            labels=["cluster_queue", "flavor", "resource"],
+        )
+        nominal = GaugeMetricFamily(
+            "kueue_cluster_queue_nominal_quota",
+            "Nominal quota per cluster_queue, flavor and resource",
+            labels=["cluster_queue", "flavor", "resource"],
+        )
+        for name, queue in sorted(scheduler.queues.items()):
+            pending.add_metric([name, "active"], queue.active_count)
+            pending.add_metric([name, "inadmissible"], len(queue.inadmissible))
+            active.add_metric([name], len(scheduler.state.by_queue.get(name, {})))
+            node = scheduler.state.tree.cluster_queues.get(name)
+            if node is None:
+                continue
+            for (flavor, resource), quota in sorted(node.quotas.items()):
+                nominal.add_metric([name, flavor, resource], _value(resource, quota.nominal))
+                usage.add_metric(
+                    [name, flavor, resource], _value(resource, node.usage.get((flavor, resource), 0))
+                )
+        yield from (pending, active, usage, nominal)
+        counters = loop.counters
+        admitted = CounterMetricFamily(
+            "kueue_admitted_workloads", "Admitted workloads", labels=["cluster_queue"]
+        )
+        for name, count in sorted(counters.admitted.items()):
+            admitted.add_metric([name], count)
+        preempted = CounterMetricFamily(
+            "kueue_preempted_workloads",
+            "Preempted workloads per preempting cluster_queue and reason",
+            labels=["preempting_cluster_queue", "reason"],
+        )
+        for (queue_name, reason), count in sorted(counters.preempted.items()):
+            preempted.add_metric([queue_name, reason], count)
+        evicted = CounterMetricFamily(
+            "kueue_evicted_workloads",
+            "Evicted workloads per cluster_queue and reason",
+            labels=["cluster_queue", "reason"],
+        )
+        for (queue_name, reason), count in sorted(counters.evicted.items()):
+            evicted.add_metric([queue_name, reason], count)
+        yield from (admitted, preempted, evicted)
+        yield self._admission_wait(counters.admission_waits)
+
+    def _admission_wait(self, fresh: dict[str, list[float]]) -> Metric:
+        """Fold the loop's new observations into cumulative histograms (read once, then cleared)."""
+        for queue_name, values in fresh.items():
+            histogram = self._waits.setdefault(queue_name, _Histogram([0] * len(WAIT_BUCKETS)))
+            for value in values:
+                histogram.total += value
+                histogram.observations += 1
+                for index, bound in enumerate(WAIT_BUCKETS):
+                    if value <= bound:
+                        histogram.counts[index] += 1
+            values.clear()
+        family = HistogramMetricFamily(
+            "kueue_admission_wait_time_seconds",
+            "Time from creation to admission per cluster_queue",
+            labels=["cluster_queue"],
+        )
+        for queue_name, histogram in sorted(self._waits.items()):
+            buckets = [(_bound(b), c) for b, c in zip(WAIT_BUCKETS, histogram.counts, strict=True)]
+            buckets.append(("+Inf", histogram.observations))
+            family.add_metric([queue_name], buckets, histogram.total)
+        return family
+
+    # -------------------------------------------------------------------- GPUs
+    def _gpu_metrics(self) -> Iterator[Metric]:
+        readings = self._telemetry()
+        labels = ["gpu", "UUID", "modelName", "Hostname"]
+        fields: dict[str, tuple[str, Callable[[GPUTelemetry], float | None]]] = {
+            "DCGM_FI_DEV_GPU_UTIL": ("GPU utilisation (%)", lambda r: r.utilization_pct),
+            "DCGM_FI_DEV_MEM_COPY_UTIL": ("Memory utilisation (%)", lambda r: r.memory_utilization_pct),
+            "DCGM_FI_DEV_FB_USED": ("Framebuffer memory used (MiB)", lambda r: r.memory_used_mib),
+            "DCGM_FI_DEV_FB_FREE": ("Framebuffer memory free (MiB)", lambda r: r.memory_free_mib),
+            "DCGM_FI_DEV_GPU_TEMP": ("GPU temperature (C)", lambda r: r.temperature_c),
+            "DCGM_FI_DEV_POWER_USAGE": ("Power draw (W)", lambda r: r.power_w),
+            "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": (
+                "Uncorrected ECC errors since the driver loaded",
+                lambda r: r.ecc_uncorrected,
+            ),
+        }
+        for name, (help_text, read) in fields.items():
+            family = GaugeMetricFamily(name, help_text, labels=labels)
+            for reading in readings:
+                value = read(reading)
+                if value is not None:
+                    family.add_metric(self._gpu_labels(reading), float(value))
+            yield family
+        idle = self.idle.observe(readings, self._clock())
+        family = GaugeMetricFamily(
+            "gpuq_gpu_idle_seconds",
+            "How long the GPU has been idle (utilisation at or under the threshold)",
+            labels=labels,
+        )
+        for reading in readings:
+            if reading.uuid in idle:
+                family.add_metric(self._gpu_labels(reading), idle[reading.uuid])
+        yield family
+
+    def _gpu_labels(self, reading: GPUTelemetry) -> list[str]:
+        return [str(reading.index), reading.uuid, self._model_name, self._hostname]
+
+
+def _value(resource: str, amount: int) -> float:
+    """Core units to what Kueue reports: CPUs (not milli-CPUs), bytes, counts."""
+    return amount / 1000 if resource in MILLI_RESOURCES else float(amount)
+
+
+def _bound(value: float) -> str:
+    return f"{value:g}" if value != int(value) else f"{int(value)}.0"

@@ -1,0 +1,79 @@
+"""``/metrics`` content: Kueue's queue metrics from a running loop, DCGM names for GPUs, idle time."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from gpuq.run.gpus import GPUTelemetry
+from gpuq.run.metrics import ControlPlaneCollector, IdleTracker
+
+from .test_loop import job, plane, run_until, state, submit
+
+__all__ = ["plane"]  # the fixture, imported for pytest
+
+
+def scrape(collector: ControlPlaneCollector) -> str:
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return generate_latest(registry).decode()
+
+
+def test_queue_metrics_use_kueue_names_and_labels(plane) -> None:  # type: ignore[no-untyped-def]
+    store, loop, _ = plane
+    submit(store, job("a", "team-a", "import time; time.sleep(5)", gpus=2))
+    run_until(loop, lambda: state(store, "team-a", "a") == "Running")
+    submit(store, job("b", "team-b", "print(1)", gpus=1))
+    for _ in range(3):
+        loop.step()
+    text = scrape(ControlPlaneCollector(lambda: loop, list, hostname="box"))
+    assert 'kueue_admitted_workloads_total{cluster_queue="shared"} 1.0' in text
+    assert 'kueue_admitted_active_workloads{cluster_queue="shared"} 1.0' in text
+    assert 'kueue_pending_workloads{cluster_queue="shared",status="inadmissible"} 1.0' in text
+    assert (
+        'kueue_cluster_queue_nominal_quota{cluster_queue="shared",flavor="gpu",resource="nvidia.com/gpu"} 2.0'
+        in text
+    )
+    gpu = 'cluster_queue="shared",flavor="gpu",resource="nvidia.com/gpu"'
+    assert f"kueue_cluster_queue_resource_usage{{{gpu}}} 2.0" in text
+    assert 'kueue_admission_wait_time_seconds_count{cluster_queue="shared"} 1.0' in text
+
+
+def test_a_follower_without_a_loop_reports_only_gpus() -> None:
+    text = scrape(ControlPlaneCollector(lambda: None, list, hostname="box"))
+    assert "kueue_pending_workloads" not in text and "# TYPE DCGM_FI_DEV_GPU_UTIL gauge" in text
+
+
+def test_gpu_metrics_use_dcgm_names_and_skip_unreadable_values() -> None:
+    readings = [
+        GPUTelemetry(
+            0,
+            "GPU-aaa",
+            utilization_pct=87,
+            memory_used_mib=1000,
+            memory_free_mib=80000,
+            temperature_c=61,
+            power_w=312.5,
+        ),
+        GPUTelemetry(1, "GPU-bbb", utilization_pct=0, temperature_c=None),
+    ]
+    clock = iter([100.0, 160.0])
+    collector = ControlPlaneCollector(
+        lambda: None, lambda: readings, hostname="box", model_name="H100", clock=lambda: next(clock)
+    )
+    first = scrape(collector)
+    assert 'DCGM_FI_DEV_GPU_UTIL{Hostname="box",UUID="GPU-aaa",gpu="0",modelName="H100"} 87.0' in first
+    assert 'DCGM_FI_DEV_POWER_USAGE{Hostname="box",UUID="GPU-aaa",gpu="0",modelName="H100"} 312.5' in first
+    assert 'DCGM_FI_DEV_GPU_TEMP{Hostname="box",UUID="GPU-bbb"' not in first  # unreadable: no sample
+    second = scrape(collector)
+    assert 'gpuq_gpu_idle_seconds{Hostname="box",UUID="GPU-bbb",gpu="1",modelName="H100"} 60.0' in second
+    assert 'gpuq_gpu_idle_seconds{Hostname="box",UUID="GPU-aaa"' not in second
+
+
+def test_idle_time_restarts_when_the_gpu_works() -> None:
+    tracker = IdleTracker(threshold_pct=5)
+    idle = GPUTelemetry(0, "u", utilization_pct=3)
+    busy = GPUTelemetry(0, "u", utilization_pct=50)
+    assert tracker.observe([idle], 0.0) == {"u": 0.0}
+    assert tracker.observe([idle], 30.0) == {"u": 30.0}
+    assert tracker.observe([busy], 40.0) == {}
+    assert tracker.observe([idle], 50.0) == {"u": 0.0}
