@@ -17,6 +17,7 @@ from gpuq import __version__
 from gpuq.api.diagnostics import Diagnostic
 from gpuq.api.loader import LoadResult, load
 from gpuq.api.quantity import format_amount
+from gpuq.commands.export import export_app
 from gpuq.commands.nodes import node_detail, nodes_document
 from gpuq.commands.pack import pack
 from gpuq.commands.simulate import simulate
@@ -38,6 +39,7 @@ get_app = typer.Typer(help="List objects of a snapshot (nodes).", no_args_is_hel
 describe_app = typer.Typer(help="Show one object of a snapshot in detail (node).", no_args_is_help=True)
 app.command("pack")(pack)
 app.command("simulate")(simulate)
+app.add_typer(export_app, name="export")
 app.add_typer(trace_app, name="trace")
 app.add_typer(get_app, name="get")
 app.add_typer(describe_app, name="describe")
