@@ -195,3 +195,30 @@ def two_h100(*, mig_on_second: bool = True) -> FakeNvml:
             ),
         ]
     )
+
+
+class FakeEvents(FakeNvml):
+    """A :class:`FakeNvml` with an event set that delivers the ``pending`` XID events."""
+
+    nvmlEventTypeXidCriticalError = 0x8
+    NVML_ERROR_TIMEOUT = 10
+
+    def __init__(self, gpus: list[FakeGPU], pending: list[tuple[int, int]]) -> None:
+        super().__init__(gpus)
+        self.pending = list(pending)  # (gpu index, xid)
+        self.registered: list[str] = []
+
+    def nvmlEventSetCreate(self) -> object:
+        return object()
+
+    def nvmlDeviceRegisterEvents(self, handle: FakeGPU, types: int, event_set: object) -> None:
+        self.registered.append(handle.uuid)
+
+    def nvmlEventSetWait_v2(self, event_set: object, timeout_ms: int) -> SimpleNamespace:
+        if not self.pending:
+            raise NVMLError(self.NVML_ERROR_TIMEOUT)
+        index, xid = self.pending.pop(0)
+        return SimpleNamespace(device=self.gpus[index], eventType=0x8, eventData=xid)
+
+    def nvmlEventSetFree(self, event_set: object) -> None:
+        pass

@@ -77,3 +77,29 @@ def test_idle_time_restarts_when_the_gpu_works() -> None:
     assert tracker.observe([idle], 30.0) == {"u": 30.0}
     assert tracker.observe([busy], 40.0) == {}
     assert tracker.observe([idle], 50.0) == {"u": 0.0}
+
+
+def test_xid_events_become_the_last_xid_per_gpu() -> None:
+    from gpuq.run.xid import XidWatcher
+
+    from .fake_nvml import FakeEvents, FakeGPU
+
+    gpus = [FakeGPU("NVIDIA H100 80GB HBM3", f"GPU-{i}", 81559) for i in range(2)]
+    nvml = FakeEvents(gpus, pending=[(1, 79), (1, 48)])
+    watcher = XidWatcher(nvml)
+    assert nvml.registered == ["GPU-0", "GPU-1"]
+    readings = [GPUTelemetry(0, "GPU-0", utilization_pct=10), GPUTelemetry(1, "GPU-1", utilization_pct=10)]
+    text = scrape(ControlPlaneCollector(lambda: None, lambda: readings, hostname="box", xids=watcher.poll))
+    assert 'DCGM_FI_DEV_XID_ERRORS{Hostname="box",UUID="GPU-1",gpu="1",modelName=""} 48.0' in text
+    assert 'DCGM_FI_DEV_XID_ERRORS{Hostname="box",UUID="GPU-0"' not in text
+    assert watcher.counts == {"GPU-1": 2}
+    watcher.close()
+
+
+def test_without_nvml_the_xid_watcher_is_empty_and_says_why() -> None:
+    from gpuq.run.xid import XidWatcher
+
+    from .fake_nvml import FakeNvml
+
+    watcher = XidWatcher(FakeNvml([], init_error=9))  # driver not loaded
+    assert watcher.poll() == {} and "not available" in watcher.reason

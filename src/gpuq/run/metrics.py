@@ -76,8 +76,10 @@ class ControlPlaneCollector(Collector):
         hostname: str,
         model_name: str = "",
         idle: IdleTracker | None = None,
+        xids: Callable[[], dict[str, int]] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self._xids = xids
         self._loop = loop
         self._telemetry = telemetry
         self._hostname = hostname
@@ -195,6 +197,12 @@ class ControlPlaneCollector(Collector):
                 if value is not None:
                     family.add_metric(self._gpu_labels(reading), float(value))
             yield family
+        xids = self._xids() if self._xids is not None else {}
+        family = GaugeMetricFamily("DCGM_FI_DEV_XID_ERRORS", "Last XID error seen on the GPU", labels=labels)
+        for reading in readings:
+            if reading.uuid in xids:
+                family.add_metric(self._gpu_labels(reading), float(xids[reading.uuid]))
+        yield family
         idle = self.idle.observe(readings, self._clock())
         family = GaugeMetricFamily(
             "gpuq_gpu_idle_seconds",
