@@ -17,9 +17,11 @@ from gpuq import __version__
 from gpuq.api.diagnostics import Diagnostic
 from gpuq.api.loader import LoadResult, load
 from gpuq.api.quantity import format_amount
+from gpuq.commands import client
 from gpuq.commands.export import export_app
 from gpuq.commands.nodes import node_detail, nodes_document
 from gpuq.commands.pack import pack
+from gpuq.commands.serve import serve, users_app
 from gpuq.commands.simulate import simulate
 from gpuq.commands.trace import trace_app
 from gpuq.core.admission import Scheduler
@@ -43,6 +45,16 @@ app.add_typer(export_app, name="export")
 app.add_typer(trace_app, name="trace")
 app.add_typer(get_app, name="get")
 app.add_typer(describe_app, name="describe")
+app.command("serve")(serve)
+app.add_typer(users_app, name="users")
+app.command("apply")(client.apply)
+app.command("delete")(client.delete)
+app.command("logs")(client.logs)
+get_app.command("workloads")(client.get_workloads)
+get_app.command("clusterqueues")(client.get_clusterqueues)
+get_app.command("localqueues")(client.get_localqueues)
+get_app.command("pendingworkloads")(client.get_pending)
+describe_app.command("workload")(client.describe_workload)
 out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
@@ -222,12 +234,20 @@ AdmitFirstOption = Annotated[
 
 @get_app.command("nodes")
 def get_nodes(
-    files: FilesOption,
+    files: Annotated[
+        list[str] | None,
+        typer.Option("--filename", "-f", help="Snapshot manifests; without -f, the server's live nodes."),
+    ] = None,
     admit_first: AdmitFirstOption = False,
     output: Annotated[OutputFormat, typer.Option("--output", "-o")] = OutputFormat.TABLE,
     policy: PolicyOption = "binpack",
+    server: client.ServerOption = None,
+    token: client.TokenOption = None,
 ) -> None:
     """Nodes with their GPUs: allocatable, allocated and free devices, CPU and memory."""
+    if not files:
+        client.get_nodes(output.value, server, token)
+        return
     document = nodes_document(_placer_after(files, admit_first, policy))
     if output != OutputFormat.TABLE:
         _write(document, output)

@@ -1,0 +1,290 @@
+"""The client verbs of ``gpuq``: apply, get, describe, logs and delete against a running ``gpuq serve``.
+
+Address and token come from ``--server`` / ``--token``, else ``GPUQ_SERVER`` /
+``GPUQ_TOKEN``, else the context file ``gpuq serve`` wrote. Any refusal or connection
+problem prints one clear line (and a refused apply every diagnostic) and exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from gpuq.api.loader import STDIN, expand_path
+from gpuq.server import tables
+
+if TYPE_CHECKING:
+    from gpuq.server.client import ApiClient
+
+out = Console(width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+
+
+class Output(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    YAML = "yaml"
+
+
+ServerOption = Annotated[str | None, typer.Option("--server", help="Server URL (default: the context file).")]
+TokenOption = Annotated[str | None, typer.Option("--token", help="Bearer token (default: the context file).")]
+NamespaceOption = Annotated[str | None, typer.Option("--namespace", "-n", help="Namespace.")]
+OutputOption = Annotated[Output, typer.Option("--output", "-o", help="table, json or yaml.")]
+FilesOption = Annotated[
+    list[str], typer.Option("--filename", "-f", help="Manifest file, directory (recursive) or - for stdin.")
+]
+
+
+@contextmanager
+def connect(server: str | None, token: str | None) -> Iterator[ApiClient]:
+    """A client for the resolved server; a :class:`ClientError` becomes its message and exit code 1."""
+    from gpuq.server.client import ApiClient, ClientError
+    from gpuq.server.context import resolve
+
+    address, bearer = resolve(server, token)
+    try:
+        with ApiClient(address, bearer) as client:
+            yield client
+    except ClientError as error:
+        for diagnostic in error.diagnostics:
+            err.print(str(diagnostic.get("text", diagnostic)), highlight=False, markup=False, soft_wrap=True)
+        err.print(f"error: {error}", style="red", highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+
+
+def _write(document: Any, output: Output) -> None:
+    if output == Output.JSON:
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    else:
+        sys.stdout.write(yaml.safe_dump(document, sort_keys=False))
+
+
+def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _texts(files: list[str]) -> Iterator[tuple[str, str]]:
+    for path in files:
+        if path == "-":
+            yield STDIN, sys.stdin.read()
+            continue
+        for file in expand_path(path):
+            try:
+                with open(file, encoding="utf-8") as handle:
+                    yield file, handle.read()
+            except (OSError, UnicodeDecodeError) as error:
+                err.print(f"error: cannot read {file}: {error}", style="red", highlight=False, markup=False)
+                raise typer.Exit(1) from error
+
+
+# -- apply / delete --------------------------------------------------------------------------------------
+
+
+def apply(
+    files: FilesOption,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Validate on the server; change nothing.")
+    ] = False,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Create or update objects and submit workloads; each file is applied all or nothing."""
+    from gpuq.server.client import ClientError
+
+    with connect(server, token) as client:
+        for path, text in _texts(files):
+            try:
+                answer = client.apply(text, dry_run=dry_run)
+            except ClientError as error:
+                for diagnostic in error.diagnostics:
+                    diagnostic["text"] = str(diagnostic.get("text", "")).replace("<request>", path, 1)
+                error.message = f"{path}: {error.message}"
+                raise
+            for warning in answer.get("warnings", []):
+                line = str(warning.get("text", "")).replace("<request>", path, 1)
+                err.print(line, style="yellow", highlight=False, markup=False, soft_wrap=True)
+            suffix = " (dry run)" if dry_run else ""
+            for result in answer["results"]:
+                out.print(
+                    f"{result['kind'].lower()}/{result['name']} {result['action']}{suffix}", highlight=False
+                )
+
+
+def delete(
+    kind: Annotated[
+        str | None, typer.Argument(help="workload, clusterqueue, localqueue, resourceflavor...")
+    ] = None,
+    name: Annotated[str | None, typer.Argument(help="Name.")] = None,
+    namespace: NamespaceOption = None,
+    files: Annotated[
+        list[str] | None, typer.Option("--filename", "-f", help="Delete what these manifests describe.")
+    ] = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Delete a workload (its running pods are stopped) or an object, by name or by manifest."""
+    from gpuq.server.kinds import document_key, object_path, resolve_kind
+
+    targets: list[tuple[str, str, str]] = []
+    if files:
+        for path, text in _texts(files):
+            try:
+                documents = [d for d in yaml.safe_load_all(text) if d is not None]
+            except yaml.YAMLError as error:
+                err.print(
+                    f"error: {path}: malformed YAML: {error}", style="red", highlight=False, markup=False
+                )
+                raise typer.Exit(1) from error
+            for document in documents:
+                key = document_key(document)
+                if key is None or (resolved := resolve_kind(key[0])) is None:
+                    err.print(f"error: {path}: cannot delete {document!r:.80}", style="red", highlight=False)
+                    raise typer.Exit(1)
+                targets.append((resolved, key[1], key[2]))
+    elif kind and name:
+        resolved = resolve_kind(kind)
+        if resolved is None:
+            err.print(f"error: unknown kind {kind!r}", style="red", highlight=False, markup=False)
+            raise typer.Exit(1)
+        targets.append((resolved, namespace or "default", name))
+    else:
+        err.print("error: give KIND NAME or -f FILE", style="red", highlight=False)
+        raise typer.Exit(1)
+    with connect(server, token) as client:
+        for target_kind, target_namespace, target_name in targets:
+            client.delete(object_path(target_kind, target_name, target_namespace))
+            out.print(f"{target_kind.lower()}/{target_name} deleted", highlight=False)
+
+
+# -- get, describe, logs --------------------------------------------------------------------------------
+
+
+def get_workloads(
+    namespace: NamespaceOption = None,
+    state: Annotated[str | None, typer.Option("--state", help="Only workloads in this state.")] = None,
+    output: OutputOption = Output.TABLE,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Workloads: state, queues, priority, age, and why the pending ones wait."""
+    path = f"/namespaces/{namespace}/workloads" if namespace else "/workloads"
+    with connect(server, token) as client:
+        items = client.get(path, state=state)["items"]
+    _show(items, output, "Workloads", tables.WORKLOAD_COLUMNS, tables.workload_rows)
+
+
+def get_clusterqueues(
+    output: OutputOption = Output.TABLE, server: ServerOption = None, token: TokenOption = None
+) -> None:
+    """ClusterQueues with their cohort, nominal quotas and workload counts."""
+    with connect(server, token) as client:
+        items = client.get("/clusterqueues")["items"]
+    _show(items, output, "ClusterQueues", tables.CLUSTER_QUEUE_COLUMNS, tables.cluster_queue_rows)
+
+
+def get_localqueues(
+    namespace: NamespaceOption = None,
+    output: OutputOption = Output.TABLE,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """LocalQueues with their ClusterQueue and workload counts."""
+    path = f"/namespaces/{namespace}/localqueues" if namespace else "/localqueues"
+    with connect(server, token) as client:
+        items = client.get(path)["items"]
+    _show(items, output, "LocalQueues", tables.LOCAL_QUEUE_COLUMNS, tables.local_queue_rows)
+
+
+def get_pending(
+    cluster_queue: Annotated[
+        str | None, typer.Option("--clusterqueue", help="A ClusterQueue's queue.")
+    ] = None,
+    local_queue: Annotated[
+        str | None, typer.Option("--localqueue", help="A LocalQueue's queue (with -n).")
+    ] = None,
+    namespace: NamespaceOption = None,
+    output: OutputOption = Output.TABLE,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Pending workloads of a queue in admission order, with their positions and why they wait."""
+    if bool(cluster_queue) == bool(local_queue):
+        err.print("error: give --clusterqueue NAME or --localqueue NAME -n NS", style="red", highlight=False)
+        raise typer.Exit(1)
+    path = (
+        f"/clusterqueues/{cluster_queue}/pendingworkloads"
+        if cluster_queue
+        else f"/namespaces/{namespace or 'default'}/localqueues/{local_queue}/pendingworkloads"
+    )
+    with connect(server, token) as client:
+        items = client.get(path)["items"]
+    _show(items, output, "Pending workloads", tables.PENDING_COLUMNS, tables.pending_rows)
+
+
+def get_nodes(output: str = "table", server: str | None = None, token: str | None = None) -> None:
+    """``gpuq get nodes`` without ``-f``: the server's live nodes and the devices in use."""
+    with connect(server, token) as client:
+        items = client.get("/nodes")["items"]
+    _show(items, Output(output), "Nodes", tables.NODE_COLUMNS, tables.node_rows)
+
+
+def describe_workload(
+    name: Annotated[str, typer.Argument(help="Workload name (the source's metadata.name).")],
+    namespace: NamespaceOption = None,
+    output: OutputOption = Output.TABLE,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """One workload: state, queues, why it waits, its pods (node, GPUs, exit code) and condition history."""
+    with connect(server, token) as client:
+        workload = client.get(f"/namespaces/{namespace or 'default'}/workloads/{name}")
+    if output != Output.TABLE:
+        _write(workload, output)
+        return
+    for label, value in tables.workload_summary(workload):
+        out.print(f"{label + ':':<14}{value}", highlight=False, markup=False, soft_wrap=True)
+    out.print(_table("Pods", tables.POD_COLUMNS, tables.pod_rows(workload["pods"])))
+    out.print(_table("Conditions", tables.CONDITION_COLUMNS, tables.condition_rows(workload["conditions"])))
+
+
+def logs(
+    name: Annotated[str, typer.Argument(help="Workload name.")],
+    namespace: NamespaceOption = None,
+    pod: Annotated[str | None, typer.Option("--pod", help="Only this pod (main-0, worker-1...).")] = None,
+    tail: Annotated[
+        int | None, typer.Option("--tail", min=0, help="Only the last N lines of each pod.")
+    ] = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """The stdout and stderr of a workload's pods."""
+    with connect(server, token) as client:
+        text = client.text(f"/namespaces/{namespace or 'default'}/workloads/{name}/logs", pod=pod, tail=tail)
+    sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
+
+
+def _show(
+    items: list[dict[str, Any]],
+    output: Output,
+    title: str,
+    columns: tuple[str, ...],
+    rows: Callable[[list[dict[str, Any]]], list[tables.Row]],
+) -> None:
+    if output != Output.TABLE:
+        _write(items, output)
+    else:
+        out.print(_table(title, columns, rows(items)))

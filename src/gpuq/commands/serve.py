@@ -1,0 +1,210 @@
+"""``gpuq serve`` (the API, leader election and the control loop in one process) and ``gpuq users``.
+
+The store's schema is migrated at start; the first start creates an admin and prints
+its token once (also written to the context file); ``gpuq users add`` creates members
+against the store directly, so it works before, during and without a running server.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpuq.core.nodes import Node
+from gpuq.core.placement.scoring import CHOOSERS
+from gpuq.run.store import Store, StoreConflict, default_url
+
+if TYPE_CHECKING:
+    from gpuq.run.loop import ControlLoop
+
+out = Console(width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+users_app = typer.Typer(
+    help="API users and their tokens (run against the store directly).", no_args_is_help=True
+)
+
+DatabaseOption = Annotated[
+    str | None,
+    typer.Option(
+        "--database", help="Store URL: sqlite:///path.db or postgresql+psycopg://... (default ~/.gpuq)."
+    ),
+]
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"error: {message}", style="red", highlight=False, markup=False)
+    return typer.Exit(1)
+
+
+def _open_store(database: str | None) -> Store:
+    try:
+        store = Store(database or default_url())
+        store.migrate()
+    except Exception as error:
+        raise _fail(f"cannot open the store {database or default_url()}: {error}") from error
+    return store
+
+
+def serve(
+    database: DatabaseOption = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")] = 8470,
+    workdir: Annotated[
+        Path, typer.Option("--workdir", help="Pods' logs, working and checkpoint directories.")
+    ] = Path("~/.gpuq/work"),
+    gpus: Annotated[
+        int | None, typer.Option("--gpus", min=1, help="Virtual GPUs instead of discovery.")
+    ] = None,
+    gpu_model: Annotated[
+        str | None, typer.Option("--gpu-model", help="Catalogue model of the virtual GPUs (A100-80GB...).")
+    ] = None,
+    policy: Annotated[
+        str, typer.Option("--policy", help=f"Placement scoring policy: {', '.join(sorted(CHOOSERS))}.")
+    ] = "binpack",
+    identity: Annotated[
+        str | None, typer.Option("--identity", help="This replica's name in leader election (host:pid).")
+    ] = None,
+    admin_token: Annotated[
+        str | None, typer.Option("--admin-token", envvar="GPUQ_ADMIN_TOKEN", help="Make this an admin token.")
+    ] = None,
+    lease_seconds: Annotated[
+        float, typer.Option("--lease-seconds", min=0.5, help="Leader lease (SQLite): takeover time.")
+    ] = 5.0,
+) -> None:
+    """Run the control plane: REST API, leader election, and (while leader) the control loop."""
+    import uvicorn
+
+    from gpuq.server.app import create_app
+    from gpuq.server.auth import ensure_admin
+    from gpuq.server.context import client_address, context_path, write_context
+    from gpuq.server.runner import LoopRunner
+
+    if policy not in CHOOSERS:
+        raise _fail(f"unknown --policy {policy!r}; known: {', '.join(sorted(CHOOSERS))}")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    url = database or default_url()
+    workdir = workdir.expanduser().resolve()
+    node = _node(gpus, gpu_model)
+    store = _open_store(url)
+    try:
+        token = ensure_admin(store, admin_token)
+    except ValueError as error:
+        raise _fail(str(error)) from error
+    address = client_address(host, port)
+    written = write_context(address, token or admin_token)
+    if token and not admin_token:
+        out.print(f"admin token (shown once; saved in {written}):\n{token}", highlight=False, markup=False)
+    runner = LoopRunner(
+        url,
+        identity or f"{socket.gethostname()}:{os.getpid()}",
+        _loop_factory(node, workdir, policy),
+        lease_s=lease_seconds,
+    )
+    app = create_app(store, loop_status=runner.status, nodes=[node], workdir=workdir)
+    stopping: list[int] = []
+
+    def _on_signal(signum: int, _frame: FrameType | None) -> None:  # uvicorn re-raises its signals at exit
+        stopping.append(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _on_signal)
+    gpu_text = f"{node.gpu_count} x {node.gpu_model or 'GPU'}" if node.gpu_count else "no GPU"
+    err.print(
+        f"gpuq serve: {address} store {store.url.render_as_string(hide_password=True)}, node {node.name} "
+        f"({gpu_text}), workdir {workdir}, context {context_path()}",
+        highlight=False,
+        markup=False,
+    )
+    runner.start()
+    try:
+        if not stopping:
+            uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
+    finally:
+        runner.stop()
+        store.close()
+        err.print("gpuq serve: stopped (pods terminated, leadership released)", highlight=False)
+
+
+def _node(gpus: int | None, gpu_model: str | None) -> Node:
+    """This machine: ``--gpus`` virtual GPUs, else the discovered ones, else a CPU-only node."""
+    from gpuq.run.gpus import discover, local_node, virtual_devices
+
+    if gpu_model is not None and gpus is None:
+        raise _fail("--gpu-model needs --gpus N")
+    if gpus is not None:
+        if gpu_model is None:
+            raise _fail("--gpus needs --gpu-model (A100-80GB, H100-80GB...)")
+        try:
+            devices = virtual_devices(gpus, gpu_model)
+        except ValueError as error:
+            raise _fail(str(error)) from error
+    else:
+        found = discover()
+        devices = list(found.devices)
+        if not devices:
+            err.print(f"no GPU: {found.reason}; running a CPU-only node", style="yellow", highlight=False)
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    cpus = os.cpu_count() or 1
+    return local_node(devices, name=socket.gethostname(), cpu_milli=cpus * 1000, memory_bytes=memory)
+
+
+def _loop_factory(node: Node, workdir: Path, policy: str) -> Callable[[Store], ControlLoop]:
+    """A new loop and executor per leadership term: a closed executor cannot start pods again."""
+    from gpuq.run.executors.local import LocalExecutor
+    from gpuq.run.loop import ControlLoop
+
+    def make(store: Store) -> ControlLoop:
+        return ControlLoop(store, LocalExecutor(workdir), [node], workdir=workdir, policy=policy)
+
+    return make
+
+
+@users_app.command("add")
+def users_add(
+    name: Annotated[str, typer.Argument(help="User name.")],
+    namespaces: Annotated[
+        str, typer.Option("--namespaces", help="Comma-separated namespaces a member may use.")
+    ] = "",
+    admin: Annotated[bool, typer.Option("--admin", help="An admin instead of a member.")] = False,
+    database: DatabaseOption = None,
+) -> None:
+    """Create a user and print its token (shown once: only its hash is stored)."""
+    from gpuq.server.auth import add_user
+
+    store = _open_store(database)
+    try:
+        token = add_user(store, name, namespaces=namespaces.split(","), admin=admin)
+    except (ValueError, StoreConflict) as error:
+        raise _fail(str(error)) from error
+    finally:
+        store.close()
+    out.print(token, highlight=False, markup=False)
+
+
+@users_app.command("list")
+def users_list(database: DatabaseOption = None) -> None:
+    """Users with their roles and namespaces (tokens are not stored, so not shown)."""
+    from gpuq.server.auth import list_users
+
+    store = _open_store(database)
+    try:
+        users = list_users(store)
+    finally:
+        store.close()
+    table = Table(title="Users", title_justify="left")
+    for column in ("name", "roles", "namespaces"):
+        table.add_column(column)
+    for user in users:
+        table.add_row(user.name, ", ".join(user.roles), ", ".join(user.namespaces) or "-")
+    out.print(table)

@@ -1,0 +1,91 @@
+"""The REST API of ``gpuq serve``: one FastAPI app over one store (design note 0003; docs/serve.md).
+
+Every replica serves it; only the leader's control loop acts on what it writes. Paths
+live under ``/apis/gpuq.dev/v1alpha1``; ``/healthz`` and ``/openapi.json`` need no token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+
+from gpuq import __version__
+from gpuq.core.nodes import Node
+from gpuq.run.store import Store, UserRecord
+from gpuq.server import views
+from gpuq.server.auth import NODE, authorize, bearer_user
+from gpuq.server.errors import install_handlers, not_found
+from gpuq.server.kinds import API_PREFIX
+from gpuq.server.routes_objects import router as objects_router
+from gpuq.server.routes_workloads import router as workloads_router
+
+LoopStatus = Callable[[], Mapping[str, Any]]
+User = Annotated[UserRecord, Depends(bearer_user)]
+cluster_router = APIRouter(tags=["cluster"])
+
+
+def create_app(
+    store: Store,
+    *,
+    loop_status: LoopStatus | None = None,
+    nodes: Sequence[Node] = (),
+    workdir: Path | None = None,
+) -> FastAPI:
+    """The API over ``store``.
+
+    ``loop_status`` reports this replica's control-loop thread (leader or not) at
+    ``/status``; ``nodes`` are the live nodes, shown at ``/nodes`` and used to refuse
+    pods no node could hold; ``workdir`` is where the loop writes pod logs.
+    """
+    app = FastAPI(
+        title="gpuq control plane",
+        version=__version__,
+        description="Kueue-style queues, quotas and GPU placement on live machines; see docs/serve.md.",
+    )
+    app.state.store = store
+    app.state.loop_status = loop_status
+    app.state.nodes = tuple(nodes)
+    app.state.workdir = workdir
+    install_handlers(app)
+
+    @app.get("/healthz", tags=["cluster"], summary="Liveness: the process answers and the store is readable.")
+    def healthz() -> dict[str, Any]:
+        return {"ok": True, "resourceVersion": store.resource_version()}
+
+    # Order matters: specific paths before the generic /{plural} routes of the objects router.
+    app.include_router(cluster_router, prefix=API_PREFIX)
+    app.include_router(workloads_router, prefix=API_PREFIX)
+    app.include_router(objects_router, prefix=API_PREFIX)
+    return app
+
+
+@cluster_router.get("/whoami", summary="The user the token belongs to.")
+def whoami(user: User) -> dict[str, Any]:
+    return {"name": user.name, "roles": list(user.roles), "namespaces": list(user.namespaces)}
+
+
+@cluster_router.get("/status", summary="This replica: leader or follower, the loop's last step and problems.")
+def status(request: Request, user: User) -> dict[str, Any]:
+    report: LoopStatus | None = request.app.state.loop_status
+    return {"loop": dict(report()) if report is not None else None}
+
+
+@cluster_router.get("/nodes", summary="The live nodes: GPUs, allocatable resources, devices in use.")
+def list_nodes(request: Request, user: User) -> dict[str, Any]:
+    authorize(user, "list", NODE)
+    store: Store = request.app.state.store
+    pods = store.running_pods()
+    return {"items": [views.node_view(n, pods) for n in request.app.state.nodes]}
+
+
+@cluster_router.get("/nodes/{name}", summary="One live node.")
+def get_node(request: Request, name: str, user: User) -> dict[str, Any]:
+    authorize(user, "get", NODE)
+    store: Store = request.app.state.store
+    for node in request.app.state.nodes:
+        if node.name == name:
+            return views.node_view(node, store.running_pods())
+    raise not_found(f"node {name}")

@@ -1,0 +1,208 @@
+"""Apply: validate a request's manifests against the stored configuration, then write them all.
+
+A request is one YAML or JSON text of one or many documents (``kind: List`` expanded).
+:func:`read_request`, :func:`plan_apply` and :func:`execute` are its steps:
+
+1. read the documents (a syntax error, an empty body or a kind a live control plane
+   refuses is a 422 with the loader's diagnostics, file ``<request>``);
+2. (the route authorizes every document's kind and namespace here: 403);
+3. validate the documents together with the stored configuration objects through the
+   loader, documents replacing the stored objects of the same key: any error (missing
+   reference, unknown kind, bad quantity, absent LocalQueue, a request no quota or
+   no node of this control plane can hold...) is a 422 naming every finding;
+4. decide each document's action without writing: an object is created, configured
+   or unchanged; a workload is created, or unchanged when the stored one has the same
+   manifest, and any other stored workload of that name is a 409;
+5. write: objects first (a workload may name a LocalQueue of the same request), then
+   workloads, in request order.
+
+Nothing is written unless steps 1-4 pass for every document, so an apply is all or
+nothing; only a concurrent writer between steps 3 and 5 can interleave (the store has
+no multi-call transaction).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from gpuq.api import kueue, machine_checks
+from gpuq.api.diagnostics import Diagnostic
+from gpuq.api.loader import expand_lists, load_texts, parse_documents
+from gpuq.api.references import workload_manifests
+from gpuq.core.model import Workload
+from gpuq.core.nodes import Node
+from gpuq.run.store import Store
+from gpuq.server.errors import ApiError
+from gpuq.server.kinds import REFUSED_KINDS, WORKLOAD, document_key
+
+REQUEST = "<request>"
+
+
+@dataclass(frozen=True)
+class Item:
+    """One document of the request: ``key`` is ``(kind, namespace, name)`` as authorization sees it."""
+
+    document: dict[str, Any]
+    line: int
+    key: tuple[str, str, str]
+
+    @property
+    def kind(self) -> str:
+        return str(self.document["kind"])
+
+    @property
+    def is_workload(self) -> bool:
+        return self.key[0] == WORKLOAD
+
+    def result(self, action: str) -> dict[str, Any]:
+        return {"kind": self.kind, "namespace": self.key[1], "name": self.key[2], "action": action}
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A validated item with its action and, for a workload, its queue and resolved priority."""
+
+    item: Item
+    action: str  # created | configured | unchanged
+    queue: str = ""
+    priority: int = 0
+
+
+def read_request(text: str) -> list[Item]:
+    """Step 1: the documents of ``text``, each with a key; unreadable ones are left to step 3."""
+    documents, errors = parse_documents(REQUEST, text)
+    if errors:
+        raise ApiError(422, "the request is not valid YAML or JSON", errors)
+    diagnostics: list[Diagnostic] = []
+    items: list[Item] = []
+    for document in documents:
+        for part in expand_lists(document, diagnostics):
+            data = part.data
+            key = document_key(data)
+            if key is None or not isinstance(data, dict):
+                items.append(Item({}, part.line, ("", "", "")))
+                continue
+            kind = str(data["kind"])
+            if kind in REFUSED_KINDS and kueue.model_for(str(data.get("apiVersion", "")), kind) is not None:
+                diagnostics.append(Diagnostic(REQUEST, part.line, kind, key[2], "kind", REFUSED_KINDS[kind]))
+            items.append(Item(_normalized(data), part.line, key))
+    if diagnostics:
+        raise ApiError(422, "the request has kinds a control plane does not store", diagnostics)
+    if not items:
+        raise ApiError(422, "the request holds no document")
+    return items
+
+
+def _normalized(document: dict[str, Any]) -> dict[str, Any]:
+    """The document as stored: namespaced kinds get ``default``, cluster-scoped ones lose theirs."""
+    out = copy.deepcopy(document)
+    key = document_key(document)
+    assert key is not None
+    metadata = out["metadata"]
+    if key[1]:
+        metadata["namespace"] = key[1]
+    else:
+        metadata.pop("namespace", None)
+    return out
+
+
+def plan_apply(
+    store: Store, items: Sequence[Item], text: str, nodes: Sequence[Node]
+) -> tuple[list[Planned], list[Diagnostic]]:
+    """Steps 3 and 4: every item's action and the request's warnings, or an :class:`ApiError` (422, 409)."""
+    workloads: dict[tuple[str, str], Workload] = {}
+    warnings = _validate(store, items, text, nodes, workloads)
+    if any(not item.key[0] for item in items):  # the loader reports these; never reached in practice
+        raise ApiError(422, "a document has no kind or metadata.name")
+    planned: list[Planned] = []
+    conflicts: list[str] = []
+    for item in items:
+        kind, namespace, name = item.key
+        if not item.is_workload:
+            stored = store.get_object(kind, name, namespace)
+            same = stored is not None and stored.manifest == _as_stored(item.document)
+            action = "created" if stored is None else "unchanged" if same else "configured"
+            planned.append(Planned(item, action))
+            continue
+        workload = workloads[(namespace, name)]
+        existing = store.get_workload(namespace, name)
+        if existing is not None and existing.manifest != _as_stored(item.document):
+            conflicts.append(
+                f"workload {namespace}/{name} already exists ({existing.state}) with another spec; "
+                "delete it first or choose another name"
+            )
+        action = "created" if existing is None else "unchanged"
+        planned.append(Planned(item, action, workload.queue_name, workload.priority))
+    if conflicts:
+        raise ApiError(409, "; ".join(conflicts))
+    return planned, warnings
+
+
+def _validate(
+    store: Store,
+    items: Sequence[Item],
+    text: str,
+    nodes: Sequence[Node],
+    workloads: dict[tuple[str, str], Workload],
+) -> list[Diagnostic]:
+    """Load the request with the stored configuration; fill ``workloads`` by (namespace, source name).
+
+    Returns the loader's warnings about the request; raises 422 with every error, those
+    about stored objects included (a request must not build on a broken configuration).
+    Pods no node of this control plane could hold are errors here, not warnings: the
+    nodes are known, and such a workload would wait for ever.
+    """
+    replaced = {item.key for item in items}
+    texts = [
+        (f"<stored {o.kind}/{o.namespace + '/' if o.namespace else ''}{o.name}>", yaml.safe_dump(o.manifest))
+        for o in store.list_objects()
+        if (o.kind, o.namespace, o.name) not in replaced
+    ]
+    result = load_texts([*texts, (REQUEST, text)])
+    errors = list(result.errors)
+    if not errors:
+        errors += [
+            dataclasses.replace(d, severity="error", message=f"{d.message} (on this control plane's nodes)")
+            for d in machine_checks.oversized_pods(result.manifests, result.workloads, nodes)
+        ]
+    if errors:
+        message = f"the manifests are not valid ({len(errors)} error(s)); nothing was applied"
+        raise ApiError(422, message, errors)
+    by_key = workload_manifests(result.manifests)
+    for workload in result.workloads:
+        manifest = by_key.get((workload.namespace, workload.name))
+        if manifest is not None and manifest.path == REQUEST:
+            workloads[(workload.namespace, manifest.name)] = workload
+    return [d for d in result.warnings if d.path == REQUEST]
+
+
+def execute(store: Store, planned: Sequence[Planned], *, now: float | None = None) -> list[dict[str, Any]]:
+    """Step 5: write what changes; the results in request order with the actions really taken."""
+    now = time.time() if now is None else now
+    actions: dict[int, str] = {}
+    for index, plan in enumerate(planned):
+        if not plan.item.is_workload:
+            actions[index], _ = store.apply_object(plan.item.document, now=now)
+    for index, plan in enumerate(planned):
+        if plan.item.is_workload:
+            actions[index] = plan.action
+            if plan.action == "created":
+                _, namespace, name = plan.item.key
+                source_kind = plan.item.kind
+                store.add_workload(
+                    namespace, name, plan.queue, source_kind, plan.item.document, plan.priority, now
+                )
+    return [plan.item.result(actions[index]) for index, plan in enumerate(planned)]
+
+
+def _as_stored(document: dict[str, Any]) -> Any:
+    """What the store would hand back for ``document`` (JSON round trip: lists, not tuples)."""
+    return json.loads(json.dumps(document))
