@@ -1,0 +1,134 @@
+"""Apply: validation by the loader before any write, all or nothing, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.conftest import CONFIG, Plane, dump, job
+
+
+def test_configuration_is_created_then_unchanged_then_configured(any_plane: Plane) -> None:
+    again = any_plane.apply(CONFIG, any_plane.admin)
+    assert again.status_code == 200
+    assert {r["action"] for r in again.json()["results"]} == {"unchanged"}
+    changed = CONFIG.replace("value: 1000", "value: 2000")
+    results = any_plane.apply(changed, any_plane.admin).json()["results"]
+    assert [(r["kind"], r["action"]) for r in results if r["action"] != "unchanged"] == [
+        ("WorkloadPriorityClass", "configured")
+    ]
+
+
+def test_a_job_becomes_a_pending_workload_with_its_queue_and_priority(any_plane: Plane) -> None:
+    response = any_plane.apply(dump(job("train", priority="high")), any_plane.team_a)
+    assert response.status_code == 200, response.text
+    assert response.json()["results"] == [
+        {"kind": "Job", "namespace": "team-a", "name": "train", "action": "created"}
+    ]
+    record = any_plane.store.get_workload("team-a", "train")
+    assert record is not None
+    assert (record.state, record.queue_name, record.source_kind, record.priority) == (
+        "Pending",
+        "q",
+        "Job",
+        1000,
+    )
+
+
+def test_reapplying_an_identical_workload_is_unchanged_and_a_different_one_conflicts(
+    any_plane: Plane,
+) -> None:
+    text = dump(job("train"))
+    assert any_plane.apply(text, any_plane.team_a).status_code == 200
+    before = any_plane.snapshot()
+    same = any_plane.apply(text, any_plane.team_a)
+    assert same.status_code == 200 and same.json()["results"][0]["action"] == "unchanged"
+    other = any_plane.apply(dump(job("train", script="print('other')")), any_plane.team_a)
+    assert other.status_code == 409
+    assert "team-a/train already exists" in other.json()["message"]
+    assert any_plane.snapshot() == before
+
+
+BAD_REQUESTS = [
+    pytest.param("kind: [unclosed\n", 422, "malformed YAML", id="malformed YAML"),
+    pytest.param(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQuota\nmetadata: {name: x}\n",
+        422,
+        "unknown kind 'ClusterQuota'",
+        id="unknown kind",
+    ),
+    pytest.param(dump(job("neg", gpus=-1)), 422, "greater than or equal to 0", id="negative quantity"),
+    pytest.param(
+        dump(job("lost", queue="nope")),
+        422,
+        "LocalQueue 'nope' not found in namespace 'team-a'",
+        id="missing queue",
+    ),
+    pytest.param(dump(job("huge", gpus=5)), 422, "can never hold more than 4", id="larger than the quota"),
+    pytest.param(dump(job("wide", gpus=3)), 422, "no node can hold one pod", id="larger than any node"),
+    pytest.param(dump(job("twin"), job("twin")), 422, "duplicate Workload", id="duplicate in one request"),
+    pytest.param(
+        dump(job("fine"), job("broken", gpus="lots")),
+        422,
+        "Job/broken",
+        id="one bad document spoils the request",
+    ),
+    pytest.param(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata: {name: w, namespace: team-a}\n",
+        422,
+        "Workload objects are made by gpuq",
+        id="a Workload object",
+    ),
+    pytest.param("", 422, "no document", id="empty body"),
+]
+
+
+@pytest.mark.parametrize(("text", "status", "message"), BAD_REQUESTS)
+def test_bad_input_is_refused_with_diagnostics_and_nothing_written(
+    plane: Plane, text: str, status: int, message: str
+) -> None:
+    before = plane.snapshot()
+    response = plane.apply(text, plane.team_a)
+    assert response.status_code == status, response.text
+    body = response.json()
+    found = [body["message"], *(d["text"] for d in body.get("diagnostics", []))]
+    assert any(message in line for line in found), found
+    assert all(d["path"] == "<request>" for d in body.get("diagnostics", []) if d["severity"] == "error")
+    assert plane.snapshot() == before
+
+
+def test_diagnostics_name_the_line_object_and_field(plane: Plane) -> None:
+    text = "# leading comment\n" + dump(job("neg", gpus=-1))
+    diagnostic = plane.apply(text, plane.team_a).json()["diagnostics"][0]
+    assert diagnostic["path"] == "<request>"
+    assert (diagnostic["kind"], diagnostic["name"]) == ("Job", "neg")
+    assert diagnostic["field"] == "spec.template.spec.containers[0].resources.requests[nvidia.com/gpu]"
+    assert text.splitlines()[diagnostic["line"] - 1].strip().startswith("nvidia.com/gpu")
+
+
+def test_a_queue_and_a_job_using_it_apply_together(plane: Plane) -> None:
+    queue = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": "fresh", "namespace": "team-b"},
+        "spec": {"clusterQueue": "shared"},
+    }
+    response = plane.apply(dump(job("j", "team-b", queue="fresh"), queue), plane.admin)
+    assert response.status_code == 200, response.text
+    assert [r["action"] for r in response.json()["results"]] == ["created", "created"]
+    assert plane.store.get_object("LocalQueue", "fresh", "team-b") is not None
+
+
+def test_dry_run_validates_and_writes_nothing(plane: Plane) -> None:
+    before = plane.snapshot()
+    response = plane.apply(dump(job("j")), plane.team_a, dryRun="true")
+    assert response.status_code == 200
+    assert response.json()["results"][0]["action"] == "created"
+    assert plane.snapshot() == before
+
+
+def test_a_cluster_queue_with_a_missing_flavor_is_refused(plane: Plane) -> None:
+    queue = CONFIG.split("---")[2].replace("name: gpu", "name: ghost").replace("shared", "other")
+    response = plane.apply(queue, plane.admin)
+    assert response.status_code == 422
+    assert any("ghost" in d["text"] for d in response.json()["diagnostics"])
+    assert plane.store.get_object("ClusterQueue", "other") is None

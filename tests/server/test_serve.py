@@ -1,0 +1,189 @@
+"""``gpuq serve`` as a process: two teams through the CLI, SIGTERM, and a ``kill -9`` mid-job.
+
+The server runs with 2 virtual A100s on a SQLite file; the CLI runs as ``python -m
+gpuq.cli`` with ``GPUQ_CONTEXT`` pointing into tmp_path, as a user would run it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from gpuq.server.kinds import API_PREFIX
+from server.conftest import CONFIG, dump, job
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class Serve:
+    """One ``gpuq serve`` process on a port, its database, context file and workdir in ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.port = root, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.database = f"sqlite:///{root / 'gpuq.db'}"
+        self.env = {**os.environ, "GPUQ_CONTEXT": str(root / "context.yaml"), "PYTHONPATH": str(ROOT / "src")}
+        self.env.pop("GPUQ_SERVER", None)
+        self.env.pop("GPUQ_TOKEN", None)
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        args = ["--database", self.database, "--port", str(self.port), "--workdir", str(self.root / "work")]
+        args += ["--gpus", "2", "--gpu-model", "A100-80GB", "--lease-seconds", "1"]
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gpuq.cli", "serve", *args],
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        wait_for(lambda: self._healthy(), 20, "the server to answer /healthz")
+
+    def _healthy(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise AssertionError(f"gpuq serve exited {self.process.returncode}: {self.process.stdout.read()}")  # type: ignore[union-attr]
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM) -> tuple[int, str]:
+        assert self.process is not None
+        self.process.send_signal(sig)
+        output, _ = self.process.communicate(timeout=20)
+        return self.process.returncode, output
+
+    def token(self) -> str:
+        return str(yaml.safe_load((self.root / "context.yaml").read_text())["token"])
+
+    def cli(self, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = dict(self.env) | ({"GPUQ_TOKEN": token} if token else {})
+        return subprocess.run(
+            [sys.executable, "-m", "gpuq.cli", *args], env=env, capture_output=True, text=True, timeout=60
+        )
+
+    def workload(self, namespace: str, name: str) -> dict[str, Any]:
+        headers = {"Authorization": f"Bearer {self.token()}"}
+        response = httpx.get(
+            f"{self.url}{API_PREFIX}/namespaces/{namespace}/workloads/{name}", headers=headers
+        )
+        response.raise_for_status()
+        body: dict[str, Any] = response.json()
+        return body
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Serve]:
+    server = Serve(tmp_path)
+    yield server
+    if server.process is not None and server.process.poll() is None:
+        server.process.kill()
+        server.process.wait()
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie left for a non-reaping init counts as dead)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def test_two_teams_run_jobs_on_distinct_gpus_through_the_cli(serve: Serve, tmp_path: Path) -> None:
+    serve.start()
+    assert oct((tmp_path / "context.yaml").stat().st_mode & 0o777) == "0o600"
+    applied = serve.cli("apply", "-f", write(tmp_path / "config.yaml", CONFIG))
+    assert applied.returncode == 0, applied.stderr
+    assert "clusterqueue/shared created" in applied.stdout
+    tokens = {}
+    for team in ("team-a", "team-b"):
+        added = serve.cli("users", "add", team, "--namespaces", team, "--database", serve.database)
+        assert added.returncode == 0, added.stderr
+        tokens[team] = added.stdout.strip()
+    script = "import os, time; print('saw', os.environ['CUDA_VISIBLE_DEVICES'], flush=True); time.sleep(2)"
+    for team, name in (("team-a", "a"), ("team-b", "b")):
+        result = serve.cli(
+            "apply", "-f", write(tmp_path / f"{name}.yaml", dump(job(name, team, script))), token=tokens[team]
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == f"job/{name} created"
+    refused = serve.cli("apply", "-f", str(tmp_path / "b.yaml"), token=tokens["team-a"])
+    assert refused.returncode == 1 and "403" in refused.stderr and 'namespace "team-b"' in refused.stderr
+    wait_for(
+        lambda: (
+            serve.workload("team-a", "a")["state"] == serve.workload("team-b", "b")["state"] == "Succeeded"
+        ),
+        30,
+        "both jobs to succeed",
+    )
+    seen = set()
+    for team, name in (("team-a", "a"), ("team-b", "b")):
+        logs = serve.cli("logs", name, "-n", team, token=tokens[team])
+        assert logs.returncode == 0, logs.stderr
+        (line,) = [line for line in logs.stdout.splitlines() if line.startswith("saw ")]
+        seen.add(line.split()[1])
+    assert seen == {"0", "1"}  # they ran at the same time, each on its own GPU
+    described = serve.cli("describe", "workload", "a", "-n", "team-a", token=tokens["team-a"])
+    assert "Succeeded" in described.stdout and "PodsReady" in described.stdout
+    code, output = serve.stop()
+    assert code == 0, output
+    assert "stopped" in output
+
+
+def test_a_killed_server_is_restarted_and_the_job_succeeds_exactly_once(serve: Serve, tmp_path: Path) -> None:
+    serve.start()
+    headers = {"Authorization": f"Bearer {serve.token()}"}
+    marks = tmp_path / "marks"
+    # The first run waits to be killed; the rerun after the restart finishes at once.
+    script = (
+        f"import os, time; first = not os.path.exists('{marks}'); open('{marks}', 'a').write('start\\n'); "
+        f"time.sleep(60 if first else 0.2); open('{marks}', 'a').write('done\\n')"
+    )
+    for text in (CONFIG, dump(job("long", "team-a", script))):
+        response = httpx.post(f"{serve.url}{API_PREFIX}/apply", content=text.encode(), headers=headers)
+        assert response.status_code == 200, response.text
+    wait_for(lambda: marks.exists(), 20, "the job to start")
+    (pod,) = serve.workload("team-a", "long")["pods"]
+    serve.stop(signal.SIGKILL)
+    assert alive(pod["pid"]), "the pod outlives a killed server until recovery"
+    serve.start()
+    wait_for(lambda: serve.workload("team-a", "long")["state"] == "Succeeded", 30, "the job to succeed")
+    workload = serve.workload("team-a", "long")
+    assert marks.read_text() == "start\nstart\ndone\n"  # the first run was killed, the rerun finished
+    assert not alive(pod["pid"])
+    assert [c["type"] for c in workload["conditions"]].count("Finished") == 1
+    assert "ControlPlaneRestarted" in [c["reason"] for c in workload["conditions"]]
+    assert serve.stop()[0] == 0
