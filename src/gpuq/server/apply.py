@@ -41,9 +41,10 @@ from gpuq.core.model import Workload
 from gpuq.core.nodes import Node
 from gpuq.run.store import Store
 from gpuq.server.errors import ApiError
-from gpuq.server.kinds import REFUSED_KINDS, WORKLOAD, document_key
+from gpuq.server.kinds import CLUSTER_KINDS, NAMESPACED_KINDS, REFUSED_KINDS, WORKLOAD, document_key
 
 REQUEST = "<request>"
+STORED_KINDS = frozenset({WORKLOAD, *CLUSTER_KINDS, *NAMESPACED_KINDS, *REFUSED_KINDS})
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,8 @@ def read_request(text: str) -> list[Item]:
         for part in expand_lists(document, diagnostics):
             data = part.data
             key = document_key(data)
-            if key is None or not isinstance(data, dict):
-                items.append(Item({}, part.line, ("", "", "")))
+            if key is None or not isinstance(data, dict) or key[0] not in STORED_KINDS:
+                items.append(Item({}, part.line, ("", "", "")))  # unknown: the loader says what is wrong
                 continue
             kind = str(data["kind"])
             if kind in REFUSED_KINDS and kueue.model_for(str(data.get("apiVersion", "")), kind) is not None:
