@@ -60,7 +60,8 @@ class Serve:
     def _healthy(self) -> bool:
         assert self.process is not None
         if self.process.poll() is not None:
-            raise AssertionError(f"gpuq serve exited {self.process.returncode}: {self.process.stdout.read()}")  # type: ignore[union-attr]
+            output = self.process.stdout.read() if self.process.stdout else ""
+            raise AssertionError(f"gpuq serve exited {self.process.returncode}: {output}")
         try:
             return httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
         except httpx.HTTPError:
@@ -80,6 +81,11 @@ class Serve:
         return subprocess.run(
             [sys.executable, "-m", "gpuq.cli", *args], env=env, capture_output=True, text=True, timeout=60
         )
+
+    def status(self) -> dict[str, Any]:
+        headers = {"Authorization": f"Bearer {self.token()}"}
+        loop: dict[str, Any] = httpx.get(f"{self.url}{API_PREFIX}/status", headers=headers).json()["loop"]
+        return loop
 
     def workload(self, namespace: str, name: str) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {self.token()}"}
@@ -101,12 +107,32 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None
 
 
 @pytest.fixture
-def serve(tmp_path: Path) -> Iterator[Serve]:
-    server = Serve(tmp_path)
-    yield server
-    if server.process is not None and server.process.poll() is None:
-        server.process.kill()
-        server.process.wait()
+def servers(tmp_path: Path) -> Iterator[Callable[[], Serve]]:
+    """Makes servers sharing tmp_path (one database, context file and workdir); kills what is left."""
+    made: list[Serve] = []
+
+    def make() -> Serve:
+        made.append(Serve(tmp_path))
+        return made[-1]
+
+    yield make
+    for server in made:
+        if server.process is not None and server.process.poll() is None:
+            server.process.kill()
+            server.process.wait()
+
+
+@pytest.fixture
+def serve(servers: Callable[[], Serve]) -> Serve:
+    return servers()
+
+
+def waits_to_be_killed(marks: Path) -> str:
+    """A job whose first run writes ``start`` and waits to be killed; a rerun writes ``start``, ``done``."""
+    return (
+        f"import os, time; first = not os.path.exists('{marks}'); open('{marks}', 'a').write('start\\n'); "
+        f"time.sleep(60 if first else 0.2); open('{marks}', 'a').write('done\\n')"
+    )
 
 
 def alive(pid: int) -> bool:
@@ -167,12 +193,7 @@ def test_a_killed_server_is_restarted_and_the_job_succeeds_exactly_once(serve: S
     serve.start()
     headers = {"Authorization": f"Bearer {serve.token()}"}
     marks = tmp_path / "marks"
-    # The first run waits to be killed; the rerun after the restart finishes at once.
-    script = (
-        f"import os, time; first = not os.path.exists('{marks}'); open('{marks}', 'a').write('start\\n'); "
-        f"time.sleep(60 if first else 0.2); open('{marks}', 'a').write('done\\n')"
-    )
-    for text in (CONFIG, dump(job("long", "team-a", script))):
+    for text in (CONFIG, dump(job("long", "team-a", waits_to_be_killed(marks)))):
         response = httpx.post(f"{serve.url}{API_PREFIX}/apply", content=text.encode(), headers=headers)
         assert response.status_code == 200, response.text
     wait_for(lambda: marks.exists(), 20, "the job to start")
@@ -187,3 +208,24 @@ def test_a_killed_server_is_restarted_and_the_job_succeeds_exactly_once(serve: S
     assert [c["type"] for c in workload["conditions"]].count("Finished") == 1
     assert "ControlPlaneRestarted" in [c["reason"] for c in workload["conditions"]]
     assert serve.stop()[0] == 0
+
+
+def test_a_stopped_leader_stops_its_pods_and_a_follower_takes_over(
+    servers: Callable[[], Serve], tmp_path: Path
+) -> None:
+    leader, follower = servers(), servers()
+    leader.start()
+    headers = {"Authorization": f"Bearer {leader.token()}"}
+    marks = tmp_path / "marks"
+    for text in (CONFIG, dump(job("long", "team-a", waits_to_be_killed(marks)))):
+        response = httpx.post(f"{leader.url}{API_PREFIX}/apply", content=text.encode(), headers=headers)
+        assert response.status_code == 200, response.text
+    follower.start()
+    assert not follower.status()["leader"]
+    wait_for(lambda: marks.exists(), 20, "the job to start")
+    (pod,) = follower.workload("team-a", "long")["pods"]  # every replica serves the API
+    assert leader.stop()[0] == 0
+    assert not alive(pod["pid"]), "SIGTERM stops the leader's pods"
+    wait_for(lambda: follower.status()["leader"], 10, "the follower to lead")
+    wait_for(lambda: follower.workload("team-a", "long")["state"] == "Succeeded", 30, "the job to succeed")
+    assert marks.read_text() == "start\nstart\ndone\n"
