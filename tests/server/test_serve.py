@@ -151,6 +151,8 @@ def write(path: Path, text: str) -> str:
 def test_two_teams_run_jobs_on_distinct_gpus_through_the_cli(serve: Serve, tmp_path: Path) -> None:
     serve.start()
     assert oct((tmp_path / "context.yaml").stat().st_mode & 0o777) == "0o600"
+    taken = serve.cli("serve", "--database", serve.database, "--port", str(serve.port))
+    assert taken.returncode == 1 and f"cannot listen on 127.0.0.1:{serve.port}" in taken.stderr
     applied = serve.cli("apply", "-f", write(tmp_path / "config.yaml", CONFIG))
     assert applied.returncode == 0, applied.stderr
     assert "clusterqueue/shared created" in applied.stdout

@@ -97,11 +97,12 @@ def serve(
     workdir = workdir.expanduser().resolve()
     node = _node(gpus, gpu_model)
     store = _open_store(url)
+    listener = _listen(host, port)  # before leading: a second server on a taken port must not run pods
     try:
         token = ensure_admin(store, admin_token)
     except ValueError as error:
         raise _fail(str(error)) from error
-    address = client_address(host, port)
+    address = client_address(host, listener.getsockname()[1])
     written = write_context(address, token or admin_token)
     if token and not admin_token:
         out.print(f"admin token (shown once; saved in {written}):\n{token}", highlight=False, markup=False)
@@ -129,11 +130,25 @@ def serve(
     runner.start()
     try:
         if not stopping:
-            uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
+            uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
     finally:
         runner.stop()
         store.close()
+        listener.close()
         err.print("gpuq serve: stopped (pods terminated, leadership released)", highlight=False)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A bound socket for the API (``--port 0``: any free port), or a clear error when it is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as error:
+        listener.close()
+        raise _fail(f"cannot listen on {host}:{port}: {error.strerror or error}") from error
+    return listener
 
 
 def _node(gpus: int | None, gpu_model: str | None) -> Node:
