@@ -6,12 +6,17 @@ diagnostics of a refused apply), never a traceback.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from gpuq.server.kinds import API_PREFIX
+
+HttpFactory = Callable[..., httpx.Client]
+http_client: HttpFactory = httpx.Client
+"""Makes the HTTP client (``base_url``, ``headers``, ``timeout``); tests put FastAPI's TestClient here."""
 
 
 @dataclass
@@ -30,7 +35,7 @@ class ApiClient:
     def __init__(self, server: str, token: str | None, *, timeout_s: float = 30.0) -> None:
         self.server = server
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(base_url=server, headers=headers, timeout=timeout_s)
+        self._http = http_client(base_url=server, headers=headers, timeout=timeout_s)
 
     def close(self) -> None:
         self._http.close()
