@@ -65,7 +65,13 @@ BAD_REQUESTS = [
     ),
     pytest.param(dump(job("huge", gpus=5)), 422, "can never hold more than 4", id="larger than the quota"),
     pytest.param(dump(job("wide", gpus=3)), 422, "no node can hold one pod", id="larger than any node"),
-    pytest.param(dump(job("twin"), job("twin")), 422, "duplicate Workload", id="duplicate in one request"),
+    pytest.param(dump(job("twin"), job("twin")), 422, "duplicate", id="duplicate in one request"),
+    pytest.param(
+        dump(job("twin"), {**job("twin"), "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"}),
+        422,
+        "duplicate workload",
+        id="two sources of one name",
+    ),
     pytest.param(
         dump(job("fine"), job("broken", gpus="lots")),
         422,

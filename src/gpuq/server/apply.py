@@ -39,7 +39,7 @@ from gpuq.api.loader import expand_lists, load_texts, parse_documents
 from gpuq.api.references import workload_manifests
 from gpuq.core.model import Workload
 from gpuq.core.nodes import Node
-from gpuq.run.store import Store
+from gpuq.run.store import Store, StoreConflict
 from gpuq.server.errors import ApiError
 from gpuq.server.kinds import CLUSTER_KINDS, NAMESPACED_KINDS, REFUSED_KINDS, WORKLOAD, document_key
 
@@ -95,8 +95,16 @@ def read_request(text: str) -> list[Item]:
             if kind in REFUSED_KINDS and kueue.model_for(str(data.get("apiVersion", "")), kind) is not None:
                 diagnostics.append(Diagnostic(REQUEST, part.line, kind, key[2], "kind", REFUSED_KINDS[kind]))
             items.append(Item(_normalized(data), part.line, key))
+    seen: dict[tuple[str, str, str], Item] = {}
+    for item in items:
+        first = seen.setdefault(item.key, item)
+        if item.is_workload and first is not item:  # a Job and a PyTorchJob of one name, say
+            where = f"also defined at {REQUEST}:{first.line}"
+            diagnostics.append(
+                Diagnostic(REQUEST, item.line, item.kind, item.key[2], "", f"duplicate workload: {where}")
+            )
     if diagnostics:
-        raise ApiError(422, "the request has kinds a control plane does not store", diagnostics)
+        raise ApiError(422, "the request has documents a control plane does not store", diagnostics)
     if not items:
         raise ApiError(422, "the request holds no document")
     return items
@@ -197,10 +205,12 @@ def execute(store: Store, planned: Sequence[Planned], *, now: float | None = Non
             actions[index] = plan.action
             if plan.action == "created":
                 _, namespace, name = plan.item.key
-                source_kind = plan.item.kind
-                store.add_workload(
-                    namespace, name, plan.queue, source_kind, plan.item.document, plan.priority, now
-                )
+                try:
+                    store.add_workload(
+                        namespace, name, plan.queue, plan.item.kind, plan.item.document, plan.priority, now
+                    )
+                except StoreConflict as error:  # submitted by someone else since step 4
+                    raise ApiError(409, f"{error}; the documents before it were applied") from error
     return [plan.item.result(actions[index]) for index, plan in enumerate(planned)]
 
 
