@@ -81,6 +81,21 @@ def serve(
     lease_seconds: Annotated[
         float, typer.Option("--lease-seconds", min=0.5, help="Leader lease (SQLite): takeover time.")
     ] = 5.0,
+    cpus: Annotated[
+        str | None,
+        typer.Option(
+            "--cpus", help="Declare the node's CPUs (a quantity: 600, 1500m); default: this machine's."
+        ),
+    ] = None,
+    memory: Annotated[
+        str | None,
+        typer.Option(
+            "--memory", help="Declare the node's memory (a quantity: 64Gi); default: this machine's."
+        ),
+    ] = None,
+    pods: Annotated[
+        int, typer.Option("--pods", min=1, help="The node's pod capacity (the kubelet's 110).")
+    ] = 110,
 ) -> None:
     """Run the control plane: REST API, leader election, and (while leader) the control loop."""
     import uvicorn
@@ -95,7 +110,7 @@ def serve(
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     url = database or default_url()
     workdir = workdir.expanduser().resolve()
-    node = _node(gpus, gpu_model)
+    node = _node(gpus, gpu_model, cpus=cpus, memory=memory, pods=pods)
     store = _open_store(url)
     listener = _listen(host, port)  # before leading: a second server on a taken port must not run pods
     try:
@@ -151,8 +166,14 @@ def _listen(host: str, port: int) -> socket.socket:
     return listener
 
 
-def _node(gpus: int | None, gpu_model: str | None) -> Node:
-    """This machine: ``--gpus`` virtual GPUs, else the discovered ones, else a CPU-only node."""
+def _node(
+    gpus: int | None, gpu_model: str | None, *, cpus: str | None, memory: str | None, pods: int
+) -> Node:
+    """This machine: ``--gpus`` virtual GPUs, else the discovered ones, else a CPU-only node.
+
+    ``cpus`` / ``memory`` (quantities) declare the node's allocatable instead of the machine's
+    own, e.g. to place a scenario whose quota is larger than this machine on it.
+    """
     from gpuq.run.gpus import discover, local_node, virtual_devices
 
     if gpu_model is not None and gpus is None:
@@ -169,9 +190,28 @@ def _node(gpus: int | None, gpu_model: str | None) -> Node:
         devices = list(found.devices)
         if not devices:
             err.print(f"no GPU: {found.reason}; running a CPU-only node", style="yellow", highlight=False)
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    cpus = os.cpu_count() or 1
-    return local_node(devices, name=socket.gethostname(), cpu_milli=cpus * 1000, memory_bytes=memory)
+    cpu_milli = _declared("--cpus", cpus, "cpu") if cpus is not None else (os.cpu_count() or 1) * 1000
+    memory_bytes = (
+        _declared("--memory", memory, "memory")
+        if memory is not None
+        else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    )
+    return local_node(
+        devices, name=socket.gethostname(), cpu_milli=cpu_milli, memory_bytes=memory_bytes, pods=pods
+    )
+
+
+def _declared(option: str, text: str, resource: str) -> int:
+    """A declared allocatable in the core's units (CPU milli, memory bytes), or a clear error."""
+    from gpuq.api.quantity import QuantityError, to_amount
+
+    try:
+        amount = to_amount(resource, text)
+    except QuantityError as error:
+        raise _fail(f"{option}: {error}") from error
+    if amount <= 0:
+        raise _fail(f"{option} must be positive, not {text!r}")
+    return amount
 
 
 def _loop_factory(node: Node, workdir: Path, policy: str) -> Callable[[Store], ControlLoop]:
