@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,9 @@ from gpuq.core.decisions import Admit
 from gpuq.core.model import CheckState, ClusterConfig, Workload
 from gpuq.core.nodes import Node
 from gpuq.core.placement.engine import Placer
+from gpuq.run.devices import DeviceAllocator
 from gpuq.run.executors.base import Executor, ExecutorError, PodExit
+from gpuq.run.gpus import GPUDevice
 from gpuq.run.jobs import JobRun, job_run
 from gpuq.run.pods import PodState, Tracked, kill_leftover, pod_key, pod_launch, pod_record
 from gpuq.run.store import ConditionRecord, Store, WorkloadChange, WorkloadRecord
@@ -90,7 +92,10 @@ class ControlLoop:
         policy: str = "binpack",
         clock: Callable[[], float] = time.time,
         restart_backoff_s: float = 10.0,
+        devices: Mapping[str, Sequence[GPUDevice]] | None = None,
     ) -> None:
+        """``devices`` are each node's real or virtual GPUs, for nodes whose MIG slices (or GPUs beside
+        them) placement only counts; without them such pods get no device ids."""
         self.store = store
         self.executor = executor
         self.nodes = tuple(nodes)
@@ -107,6 +112,7 @@ class ControlLoop:
         self._dirty = True
         self._recovered = False
         self.counters = LoopCounters()
+        self._allocators = {node: DeviceAllocator(found) for node, found in (devices or {}).items()}
 
     # ------------------------------------------------------------------ step
     def step(self) -> None:
@@ -242,6 +248,7 @@ class ControlLoop:
                 continue
             for pod in tracked.pods.values():
                 self.executor.terminate(pod_key(tracked, pod), 0.0)
+            self._give_devices(tracked)
             self._release(tracked, requeue=False)
             del self.tracked[key]
 
@@ -314,16 +321,29 @@ class ControlLoop:
         return WorkloadChange(tracked.record_id, "Admitted", condition=condition, pods=pods, fields=fields)
 
     def _placed_pods(self, tracked: Tracked) -> dict[str, PodState]:
+        """The pods placement bound, each with its devices: the GPU indices placement chose, or, on a node
+        that only counts devices (MIG), slices and GPUs the node's allocator picks."""
         assert self.scheduler is not None and self.scheduler.placer is not None
         placement = self.scheduler.placer.placements.get(tracked.key)
         if placement is None:
             return {}
+        requests = {ps.name: ps.requests for ps in tracked.workload.pod_sets}
         pods: dict[str, PodState] = {}
         for pod_set in placement.pod_sets:
             for binding in pod_set.bindings:
                 name = binding.pod.rsplit("/", 1)[1]
-                pods[name] = PodState(name, pod_set.name, binding.node, tuple(str(g) for g in binding.gpus))
+                devices = tuple(str(g) for g in binding.gpus)
+                allocator = self._allocators.get(binding.node)
+                if not devices and allocator is not None:
+                    devices = allocator.take(f"{tracked.key}/{name}", requests.get(pod_set.name, {}))
+                pods[name] = PodState(name, pod_set.name, binding.node, devices)
         return pods
+
+    def _give_devices(self, tracked: Tracked) -> None:
+        for pod in tracked.pods.values():
+            allocator = self._allocators.get(pod.node)
+            if allocator is not None:
+                allocator.give(pod_key(tracked, pod))
 
     # ---------------------------------------------------------------- pods
     def _start_all(self, tracked: Tracked, now: float) -> None:
@@ -436,6 +456,7 @@ class ControlLoop:
                 )
             ]
         )
+        self._give_devices(tracked)
         self._release(tracked, requeue=False)
         del self.tracked[tracked.key]
 
@@ -454,6 +475,7 @@ class ControlLoop:
         self.counters.bump(self.counters.evicted, (self._queue_of(tracked), reason))
         tracked.evicting = ""
         tracked.state = "Pending"
+        self._give_devices(tracked)
         tracked.pods = {}
         tracked.failures = 0
         assert self.scheduler is not None
