@@ -1,0 +1,434 @@
+"""Pods as Ray actors: the executor behind ``gpuq serve`` on a Ray cluster (design note 0003).
+
+Each pod gets one actor, created with the pod's resources (``num_gpus``,
+``num_cpus``, ``memory`` and custom resources from ``PodLaunch.resources``).
+The actor's body, :class:`PodRunner`, is a :class:`LocalExecutor` holding that
+single pod, so a pod on Ray is the same process group as a local pod: a clean
+environment plus ``pod.env`` plus the device variables, output appended to
+``log_path`` after a header line, SIGTERM then SIGKILL after the grace, and
+whatever is left of the group killed when its leader exits.
+
+GPUs. gpuq's placement decides which devices a pod gets, and the pod sees
+exactly those (``CUDA_VISIBLE_DEVICES`` from ``pod.devices``, as locally);
+placement models MIG, topology and sharing, which Ray does not. Ray's own GPU
+accounting (``num_gpus``) only reserves the *count* on the node, so Ray never
+co-schedules more GPU actors than the node has; the ids Ray assigned
+(``ray.get_gpu_ids()``, Ray's ``CUDA_VISIBLE_DEVICES`` for the actor) can
+differ from placement's and are deliberately not passed on. The log gets a
+line with both before the start line, so a difference is visible. Ray's and
+gpuq's views agree only while gpuq is the cluster's sole GPU user.
+
+Nothing here blocks the control loop for long:
+
+1. ``start`` refuses, before any actor exists, an empty command, a bad device
+   id, resources no alive node has in all, and (when the whole cluster is this
+   host) a command not found on ``PATH``; it then waits at most
+   ``start_timeout_s`` for Ray to place the actor. A pending actor is killed
+   (Ray cancels its creation, nothing was spawned) and reported as
+   ``ExecutorError``.
+2. ``poll`` keeps one ``PodRunner.poll`` call in flight per pod and collects
+   those that finished within a few milliseconds (``ray.wait``); each exit is
+   returned once and its actor is killed. SIGKILL deadlines are enforced by the
+   actor when it is polled, so, as locally, within one loop interval.
+3. ``terminate`` only submits ``PodRunner.terminate``; calls to one actor run
+   in submission order, so a later poll sees its effect.
+4. An actor that dies (worker crash, node lost) is reported as an exit with
+   code ``-9`` and a log line. Its pod's process group is killed from here when
+   the actor ran on this host (a pod's session outlives its parent); on another
+   node it dies with the node, or survives a worker crash (no cgroup catches it).
+
+Actors are not detached: when the control plane dies, Ray kills them, and the
+restarted loop kills the pods' groups by their recorded pids. ``start``
+returns a pid only for pods on this host, so that a pid from another node is
+never signalled here. On a multi-node cluster gpuq must be installed on every
+node (actors import this module) and ``workdir`` and the log paths must be
+usable there (a shared filesystem); gpuq's node names are not mapped to Ray
+nodes: a pod needing a particular node has to say so with a custom resource.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayError
+
+from gpuq.run.executors.base import ExecutorError, PodExit, PodLaunch
+from gpuq.run.executors.local import LocalExecutor
+from gpuq.run.gpus import device_env
+
+DEFAULT_START_TIMEOUT_S = 5.0  # a worker starts in about a second; longer means no node has room
+_POLL_WAIT_S = 0.01  # how long one poll waits for answers already on their way
+_SPAWN_TIMEOUT_S = 10.0  # a placed actor's Popen: only a wedged node takes this long
+_CLOSE_MARGIN_S = 2.0  # over the grace, for the actors' own close (which kills after grace + 1 s)
+_OBJECT_STORE_BYTES = 128 << 20  # a local instance: pods pass nothing through the object store
+_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+# PodLaunch.resources keys that are actor options; any other key is a Ray custom resource.
+_RESOURCE_NAMES = {"num_gpus": "GPU", "num_cpus": "CPU", "memory": "memory"}
+
+
+class PodRunner:
+    """The body of a pod's actor: one pod run by a :class:`LocalExecutor` on the actor's node.
+
+    Ray calls its methods one at a time, in the order the executor submitted them.
+    Undecorated (``ray.remote`` is applied by the executor) so that it stays typed.
+    """
+
+    def __init__(self, workdir: str) -> None:
+        self._local = LocalExecutor(Path(workdir))
+        self._key: str | None = None
+        self._exit_code: int | None = None
+
+    def placement(self) -> tuple[str, list[str]]:
+        """Where Ray put this actor: its node id and the GPU ids Ray assigned to it."""
+        return ray.get_runtime_context().get_node_id(), [str(gpu) for gpu in ray.get_gpu_ids()]
+
+    def start(self, pod: PodLaunch, actor_name: str) -> int | str:
+        """Note Ray's placement in the log, then start the pod: its pid, or why it could not start."""
+        node_id, gpu_ids = self.placement()
+        _append_log(
+            pod.log_path,
+            f"ray actor {actor_name} on node {node_id[:12]}, Ray GPU ids [{', '.join(gpu_ids)}]; "
+            f"the pod's CUDA_VISIBLE_DEVICES is placement's: {','.join(pod.devices) or '(none)'}",
+        )
+        try:
+            pid = self._local.start(pod)
+        except ExecutorError as error:
+            _append_log(pod.log_path, f"not started: {error}")
+            return str(error)
+        self._key = pod.key
+        return pid
+
+    def poll(self) -> int | None:
+        """The pod's exit code once it has exited (every call from then on), else None."""
+        for exit_ in self._local.poll():
+            self._exit_code = exit_.exit_code
+        return self._exit_code
+
+    def terminate(self, grace_s: float) -> None:
+        """As :meth:`LocalExecutor.terminate`: idempotent, the earliest SIGKILL deadline wins."""
+        if self._key is not None:
+            self._local.terminate(self._key, grace_s)
+
+    def close(self, grace_s: float) -> int | None:
+        """Stop the pod (SIGTERM, SIGKILL after ``grace_s``) and wait for it: its exit code."""
+        self._local.close(grace_s)
+        return self.poll()
+
+
+@dataclass
+class _Pod:
+    """A started pod: its actor, where the actor runs, and the poll call in flight."""
+
+    key: str
+    actor: Any  # a Ray ActorHandle for PodRunner (Ray's handles are untyped)
+    pid: int
+    node_id: str
+    log_path: Path
+    polling: Any = None  # the ObjectRef of the PodRunner.poll in flight, if any
+
+
+class RayExecutor:
+    """Runs each pod as a Ray actor; see the module docstring for the guarantees.
+
+    Connects to Ray at ``address`` (``None`` or ``"local"``: a new local instance
+    with ``num_gpus`` virtual GPUs, ``num_cpus`` (default: all cores) and custom
+    ``resources``, so that it runs where there is no GPU). A process connects to
+    Ray once: if it already is connected, the executor uses that connection and
+    leaves it up; otherwise ``close`` shuts down what the executor connected.
+    ``clock`` gives the epoch seconds of ``PodExit.time``. Safe to share between
+    the loop thread and API threads (``running``), like the local executor.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        workdir: Path,
+        num_gpus: int | None = None,
+        resources: dict[str, float] | None = None,
+        num_cpus: int | None = None,
+        namespace: str = "gpuq",
+        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._workdir = Path(workdir)
+        self._clock = clock
+        self._namespace = namespace
+        self._start_timeout_s = start_timeout_s
+        self._owns_ray = not ray.is_initialized()
+        if self._owns_ray:
+            _connect(address, num_gpus=num_gpus, num_cpus=num_cpus, resources=resources, namespace=namespace)
+        self._node_id = ray.get_runtime_context().get_node_id()
+        self._actor_class: Any = ray.remote(PodRunner)
+        self._id = uuid.uuid4().hex[:8]
+        self._lock = threading.RLock()
+        self._pods: dict[str, _Pod] = {}
+        self._starting: set[str] = set()
+        self._exits: list[PodExit] = []
+        self._closed = False
+
+    # --- the Executor port ----------------------------------------------------------------------
+
+    def start(self, pod: PodLaunch) -> int | None:
+        """Start the pod in a new actor: its pid when it runs on this host, else None.
+
+        Raises ``ExecutorError``, with no actor left behind, for a closed executor, a
+        key already running, a pod refused by the checks of step 1 of the module
+        docstring, an actor Ray did not place within ``start_timeout_s``, or a pod its
+        actor could not start (command not found there, bad working directory...).
+        """
+        with self._lock:
+            if self._closed:
+                raise ExecutorError(f"{pod.key}: the executor is closed")
+            if pod.key in self._pods or pod.key in self._starting:
+                raise ExecutorError(f"{pod.key}: already running")
+            options = self._actor_options(pod)
+            self._check(pod, options)
+            self._starting.add(pod.key)
+        try:
+            started = self._create(pod, options)  # waits for Ray: without the lock, for running()
+        finally:
+            with self._lock:
+                self._starting.discard(pod.key)
+        with self._lock:
+            if self._closed:
+                _kill_actor(started.actor)
+                raise ExecutorError(f"{pod.key}: the executor was closed while the pod started")
+            self._pods[pod.key] = started
+        return started.pid if started.node_id == self._node_id else None
+
+    def poll(self) -> list[PodExit]:
+        """Exits since the last poll, in the order they were detected; waits at most a few milliseconds."""
+        with self._lock:
+            waiting: dict[Any, _Pod] = {}
+            for pod in self._pods.values():
+                if pod.polling is None:
+                    pod.polling = pod.actor.poll.remote()
+                waiting[pod.polling] = pod
+            if waiting:
+                ready, _ = ray.wait(list(waiting), num_returns=len(waiting), timeout=_POLL_WAIT_S)
+                for ref in ready:
+                    self._collect(waiting[ref], ref)
+            exits, self._exits = self._exits, []
+            return exits
+
+    def terminate(self, key: str, grace_s: float) -> None:
+        """SIGTERM the pod's group now; SIGKILL it once ``grace_s`` has passed (``<= 0``: at once).
+
+        Returns at once. Idempotent: a repeated call sends no second SIGTERM and never
+        postpones an earlier deadline. Unknown or already-exited keys are ignored.
+        """
+        with self._lock:
+            pod = self._pods.get(key)
+            if pod is not None:
+                pod.actor.terminate.remote(grace_s)
+
+    def running(self) -> set[str]:
+        """Keys started and not yet reported by ``poll``."""
+        with self._lock:
+            return set(self._pods)
+
+    def close(self, grace_s: float = 1.0) -> None:
+        """Terminate every pod, wait up to about ``grace_s`` + 2 s for them, kill the actors, leave Ray.
+
+        Exits found here are still returned by a final ``poll``; ``start`` refuses from
+        now on. Ray is shut down only if this executor connected it.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            closing = {pod.actor.close.remote(grace_s): pod for pod in self._pods.values()}
+        if closing:
+            ready, _ = ray.wait(list(closing), num_returns=len(closing), timeout=grace_s + _CLOSE_MARGIN_S)
+            with self._lock:
+                for ref in ready:
+                    self._collect(closing[ref], ref)
+                for pod in list(self._pods.values()):
+                    self._lose(pod, f"its actor did not stop within {grace_s + _CLOSE_MARGIN_S:g}s")
+        if self._owns_ray:
+            ray.shutdown()
+
+    # --- steps ------------------------------------------------------------------------------------
+
+    def _actor_options(self, pod: PodLaunch) -> dict[str, Any]:
+        """Ray actor options for the pod: its resources, a unique name, no restarts.
+
+        ``num_cpus`` defaults to 0: gpuq's quota already accounts CPUs, and an actor
+        that holds a CPU would cap the pods of a node at its core count.
+        """
+        resources = pod.resources
+        options: dict[str, Any] = {
+            "num_cpus": resources.get("num_cpus", 0.0),
+            "num_gpus": resources.get("num_gpus", 0.0),
+            "name": f"gpuq-pod:{pod.key}:{self._id}:{uuid.uuid4().hex[:6]}",
+            "namespace": self._namespace,
+            "max_restarts": 0,
+        }
+        if "memory" in resources:
+            options["memory"] = resources["memory"]
+        custom = {name: amount for name, amount in resources.items() if name not in _RESOURCE_NAMES}
+        if custom:
+            options["resources"] = custom
+        return options
+
+    def _check(self, pod: PodLaunch, options: dict[str, Any]) -> None:
+        """Step 1: refuse, before creating an actor, what could never start."""
+        argv = [*pod.command, *pod.args]
+        if not argv or not argv[0]:
+            raise ExecutorError(f"{pod.key}: no command to run (command and args are empty)")
+        try:
+            device_env(pod.devices)
+        except ValueError as error:
+            raise ExecutorError(f"{pod.key}: {error}") from error
+        nodes = _alive_nodes()
+        wanted = _wanted(options)
+        if not any(_fits(wanted, node.get("Resources", {})) for node in nodes):
+            raise ExecutorError(f"{pod.key}: no node of the Ray cluster has {_describe(wanted)} in all")
+        program = argv[0]
+        this_host_only = [node.get("NodeID") for node in nodes] == [self._node_id]
+        if this_host_only and os.sep not in program:
+            path = pod.env.get("PATH", os.environ.get("PATH", _DEFAULT_PATH))
+            if shutil.which(program, path=path) is None:
+                raise ExecutorError(f"{pod.key}: command {program!r} not found on PATH {path}")
+
+    def _create(self, pod: PodLaunch, options: dict[str, Any]) -> _Pod:
+        """Create the actor, wait for Ray to place it (bounded), then start the pod in it."""
+        actor = self._actor_class.options(**options).remote(str(self._workdir))
+        try:
+            node_id, _ = ray.get(actor.placement.remote(), timeout=self._start_timeout_s)
+        except GetTimeoutError:
+            _kill_actor(actor)  # still pending: Ray cancels the creation, nothing was spawned
+            raise ExecutorError(
+                f"{pod.key}: Ray did not place the pod within {self._start_timeout_s:g}s "
+                f"(needs {_describe(_wanted(options))}; free now: {_describe(_available())})"
+            ) from None
+        except RayError as error:
+            _kill_actor(actor)
+            raise ExecutorError(f"{pod.key}: its Ray actor failed to start: {error}") from error
+        try:
+            outcome = ray.get(actor.start.remote(pod, options["name"]), timeout=_SPAWN_TIMEOUT_S)
+        except RayError as error:
+            _kill_actor(actor)
+            raise ExecutorError(f"{pod.key}: its Ray actor failed while starting it: {error}") from error
+        if isinstance(outcome, str):
+            _kill_actor(actor)
+            raise ExecutorError(outcome)
+        return _Pod(pod.key, actor, outcome, node_id, Path(pod.log_path))
+
+    def _collect(self, pod: _Pod, ref: Any) -> None:
+        """Take in one finished ``PodRunner.poll`` (or ``close``): an exit, nothing yet, or a dead actor."""
+        if self._pods.get(pod.key) is not pod:
+            return  # already reported (a poll and a close answered for the same pod)
+        pod.polling = None
+        try:
+            code = ray.get(ref)
+        except ActorUnavailableError:
+            return  # unreachable for now (it is not restarted): asked again at the next poll
+        except RayActorError as error:
+            self._lose(pod, f"its Ray actor died ({type(error).__name__})")
+            return
+        if code is not None:
+            self._record_exit(pod, code)
+
+    def _lose(self, pod: _Pod, why: str) -> None:
+        """Step 4: report a pod whose actor is gone as killed, and kill its group where we can."""
+        if pod.node_id == self._node_id:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pod.pid, signal.SIGKILL)
+        _append_log(str(pod.log_path), f"{pod.key}: {why}; reported as killed", self._clock)
+        self._record_exit(pod, -signal.SIGKILL)
+
+    def _record_exit(self, pod: _Pod, code: int) -> None:
+        """Forget a finished pod, queue its ``PodExit`` and kill its actor (its GPUs return to Ray)."""
+        self._pods.pop(pod.key, None)
+        self._exits.append(PodExit(pod.key, code, self._clock()))
+        _kill_actor(pod.actor)
+
+
+def _connect(
+    address: str | None,
+    *,
+    num_gpus: int | None,
+    num_cpus: int | None,
+    resources: dict[str, float] | None,
+    namespace: str,
+) -> None:
+    """``ray.init``, quietly: a new local instance (``None``, ``"local"``) or the cluster at ``address``."""
+    quiet: dict[str, Any] = {
+        "namespace": namespace,
+        "logging_level": logging.ERROR,
+        "log_to_driver": False,  # pods' output goes to their logs; the actors print nothing
+        "include_dashboard": False,
+    }
+    if address in (None, "local"):
+        ray.init(
+            address="local",  # never join a cluster found through RAY_ADDRESS or `ray start`
+            num_cpus=num_cpus if num_cpus is not None else os.cpu_count(),
+            num_gpus=num_gpus or 0,
+            resources=resources,
+            object_store_memory=_OBJECT_STORE_BYTES,
+            **quiet,
+        )
+    else:
+        ray.init(address=address, **quiet)
+
+
+def _alive_nodes() -> list[dict[str, Any]]:
+    """Ray's alive nodes (``NodeID``, ``Resources``...); ``ray.nodes`` is untyped, so typed here."""
+    nodes: Callable[[], list[dict[str, Any]]] = ray.nodes
+    return [node for node in nodes() if node.get("Alive")]
+
+
+def _available() -> dict[str, float]:
+    available: Callable[[], dict[str, float]] = ray.available_resources
+    return available()
+
+
+def _wanted(options: dict[str, Any]) -> dict[str, float]:
+    """The Ray resources an actor with these options asks for, by Ray's resource names."""
+    wanted = {ray_name: float(options.get(option, 0.0)) for option, ray_name in _RESOURCE_NAMES.items()}
+    wanted.update(options.get("resources", {}))
+    return {name: amount for name, amount in wanted.items() if amount > 0}
+
+
+def _fits(wanted: dict[str, float], total: dict[str, float]) -> bool:
+    return all(total.get(name, 0.0) >= amount for name, amount in wanted.items())
+
+
+def _describe(resources: dict[str, float]) -> str:
+    """``"2 GPU, 1.5 GiB memory"``: Ray resources for a message (byte amounts in GiB, no node markers)."""
+    shown = [
+        f"{amount / 2**30:.3g} GiB {name}" if name.endswith("memory") else f"{amount:g} {name}"
+        for name, amount in sorted(resources.items())
+        if not name.startswith("node:")
+    ]
+    return ", ".join(shown) or "nothing"
+
+
+def _kill_actor(actor: Any) -> None:
+    """Kill an actor (or cancel its pending creation); one already dead is not an error."""
+    with contextlib.suppress(RayError, ValueError):
+        ray.kill(actor, no_restart=True)
+
+
+def _append_log(path: str, text: str, clock: Callable[[], float] = time.time) -> None:
+    """One ``--- <time> <text>`` line in a pod's log, as the local executor writes them; best effort."""
+    stamp = datetime.fromtimestamp(clock(), UTC).isoformat(timespec="milliseconds")
+    with contextlib.suppress(OSError):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with Path(path).open("a") as log:
+            log.write(f"--- {stamp} {text}\n")
