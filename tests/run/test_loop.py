@@ -254,3 +254,30 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return "State:\tZ" not in status
+
+
+def test_a_configuration_change_keeps_running_pods_on_their_gpus(plane) -> None:  # type: ignore[no-untyped-def]
+    """The queue is reconfigured while a job runs on GPU 1's neighbour: the engine is rebuilt, the running
+    pod keeps its device, and the next job gets the other GPU, never the same one twice."""
+    store, loop, tmp = plane
+    out = tmp / "out"
+    out.mkdir()
+    script = (
+        "import os, time; name = os.environ['GPUQ_WORKLOAD'].replace('/', '_'); "
+        f"open({str(out)!r} + '/' + name, 'w').write(os.environ['CUDA_VISIBLE_DEVICES']); time.sleep(1.5)"
+    )
+    submit(store, job("first", "team-a", script))
+    run_until(loop, lambda: (out / "team-a_first").exists())
+    queue = store.get_object("ClusterQueue", "shared")
+    assert queue is not None
+    manifest = queue.manifest
+    manifest["spec"]["queueingStrategy"] = "StrictFIFO"
+    store.apply_object(manifest)
+    submit(store, job("second", "team-b", script))
+    run_until(
+        loop,
+        lambda: (
+            state(store, "team-b", "second") == "Succeeded" and state(store, "team-a", "first") == "Succeeded"
+        ),
+    )
+    assert {(out / "team-a_first").read_text(), (out / "team-b_second").read_text()} == {"0", "1"}

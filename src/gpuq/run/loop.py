@@ -41,7 +41,7 @@ from gpuq.core.admission import Scheduler
 from gpuq.core.decisions import Admit
 from gpuq.core.model import CheckState, ClusterConfig, Workload
 from gpuq.core.nodes import Node
-from gpuq.core.placement.engine import Placer
+from gpuq.core.placement.engine import Placer, PodBinding
 from gpuq.run.devices import DeviceAllocator
 from gpuq.run.executors.base import Executor, ExecutorError, PodExit
 from gpuq.run.gpus import GPUDevice
@@ -163,6 +163,17 @@ class ControlLoop:
             self.scheduler.submit(dataclasses.replace(tracked.workload, admission=None))
         elif tracked.state in ("Admitted", "Running") and tracked.workload.admission is not None:
             self.scheduler.submit(tracked.workload)
+            placer = self.scheduler.placer
+            if tracked.pods and placer is not None:
+                # Keep the running pods where they are, devices included.
+                bindings = [
+                    PodBinding(
+                        pod_key(tracked, pod), pod.node, tuple(int(d) for d in pod.devices if d.isdigit())
+                    )
+                    for pod in tracked.pods.values()
+                ]
+                placer.restore(tracked.workload, bindings)
+                self.scheduler.unplaced.pop(tracked.key, None)
 
     # --------------------------------------------------------------- intake
     def _recover(self, now: float) -> None:

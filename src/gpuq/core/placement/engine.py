@@ -166,6 +166,25 @@ class Placer:
         if placement is not None:
             self._unbind(list(placement.bindings))
 
+    def restore(self, workload: Workload, bindings: Sequence[PodBinding]) -> WorkloadPlacement:
+        """Bind ``workload``'s pods exactly where they already run (pod ``<key>/<pod set>-<i>`` on its node
+        and GPUs), replacing any placement it had: a control plane rebuilding its view of running pods
+        must not move them on paper while their processes stay put."""
+        self.release(workload.key)
+        shapes = {ps.name: pod_shape(ps.requests) for ps in workload.pod_sets}
+        placed: dict[str, list[PodBinding]] = {}
+        for binding in bindings:
+            pod_set = binding.pod.rsplit("/", 1)[1].rsplit("-", 1)[0]
+            capacity = self.index.capacity[binding.node]
+            gpus = capacity.take(binding.pod, shapes[pod_set], binding.gpus or None)
+            self.index.refresh(binding.node)
+            placed.setdefault(pod_set, []).append(PodBinding(binding.pod, binding.node, gpus))
+        result = WorkloadPlacement(
+            workload.key, tuple(PodSetPlacement(name, tuple(bound)) for name, bound in placed.items())
+        )
+        self.placements[workload.key] = result
+        return result
+
     def set_down(self, name: str, down: bool) -> None:
         """Take an empty node out of service (removed, failed, not yet provisioned) or back in.
 
