@@ -27,6 +27,8 @@ from gpuq.run.store import Store, StoreConflict, default_url
 
 if TYPE_CHECKING:
     from gpuq.run.loop import ControlLoop
+    from gpuq.run.xid import XidWatcher
+    from gpuq.server.runner import GpuMonitor
 
 out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
@@ -96,6 +98,16 @@ def serve(
     pods: Annotated[
         int, typer.Option("--pods", min=1, help="The node's pod capacity (the kubelet's 110).")
     ] = 110,
+    idle_threshold_minutes: Annotated[
+        float,
+        typer.Option(
+            "--idle-threshold-minutes", min=0.0, help="Record a GPUIdle event for a GPU idle this long."
+        ),
+    ] = 30.0,
+    metrics_open: Annotated[
+        bool,
+        typer.Option("--metrics-open", help="Serve /metrics without a token (default: any user's token)."),
+    ] = False,
 ) -> None:
     """Run the control plane: REST API, leader election, and (while leader) the control loop."""
     import uvicorn
@@ -121,13 +133,23 @@ def serve(
     written = write_context(address, token or admin_token)
     if token and not admin_token:
         out.print(f"admin token (shown once; saved in {written}):\n{token}", highlight=False, markup=False)
+    monitor, xids = _gpu_monitor(node, virtual=gpus is not None, idle_minutes=idle_threshold_minutes)
     runner = LoopRunner(
         url,
         identity or f"{socket.gethostname()}:{os.getpid()}",
         _loop_factory(node, workdir, policy),
         lease_s=lease_seconds,
+        gpus=monitor,
     )
-    app = create_app(store, loop_status=runner.status, nodes=[node], workdir=workdir)
+    app = create_app(
+        store,
+        loop_status=runner.status,
+        nodes=[node],
+        workdir=workdir,
+        queue_usage=runner.queue_usage,
+        metrics=runner.metrics,
+        metrics_open=metrics_open,
+    )
     stopping: list[int] = []
 
     def _on_signal(signum: int, _frame: FrameType | None) -> None:  # uvicorn re-raises its signals at exit
@@ -138,7 +160,7 @@ def serve(
     gpu_text = f"{node.gpu_count} x {node.gpu_model or 'GPU'}" if node.gpu_count else "no GPU"
     err.print(
         f"gpuq serve: {address} store {store.url.render_as_string(hide_password=True)}, node {node.name} "
-        f"({gpu_text}), workdir {workdir}, context {context_path()}",
+        f"({gpu_text}), workdir {workdir}, context {context_path()}; dashboard {address}/",
         highlight=False,
         markup=False,
     )
@@ -148,9 +170,34 @@ def serve(
             uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
     finally:
         runner.stop()
+        if xids is not None:
+            xids.close()
         store.close()
         listener.close()
         err.print("gpuq serve: stopped (pods terminated, leadership released)", highlight=False)
+
+
+def _gpu_monitor(node: Node, *, virtual: bool, idle_minutes: float) -> tuple[GpuMonitor, XidWatcher | None]:
+    """``/metrics``' GPU side and GPUIdle events: NVML telemetry and XID events for real GPUs. Virtual
+    GPUs (``--gpus``) have neither, so a machine's real GPUs are never reported as the virtual ones."""
+    from gpuq.run.gpus import discover, telemetry
+    from gpuq.run.xid import XidWatcher
+    from gpuq.server.runner import GpuMonitor
+
+    threshold_s = idle_minutes * 60
+    # Discovered again (once, at start) for NVML's product name: DCGM's modelName label.
+    found = discover().devices if node.gpu_count and not virtual else ()
+    if not found:
+        return GpuMonitor(hostname=node.name, idle_threshold_s=threshold_s), None
+    watcher = XidWatcher()
+    monitor = GpuMonitor(
+        telemetry,
+        hostname=node.name,
+        model_name=found[0].name,
+        idle_threshold_s=threshold_s,
+        xids=watcher.poll,
+    )
+    return monitor, watcher
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -2,6 +2,8 @@
 
 Every replica serves it; only the leader's control loop acts on what it writes. Paths
 live under ``/apis/gpuq.dev/v1alpha1``; ``/healthz`` and ``/openapi.json`` need no token.
+The same process serves ``/metrics`` (Prometheus text; any user's token unless
+``metrics_open``) and the web dashboard at ``/`` (``gpuq.server.dashboard``).
 """
 
 from __future__ import annotations
@@ -10,17 +12,19 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from gpuq import __version__
 from gpuq.core.nodes import Node
 from gpuq.run.store import Store, UserRecord
-from gpuq.server import views
+from gpuq.server import dashboard, views
 from gpuq.server.auth import NODE, authorize, bearer_user
 from gpuq.server.errors import install_handlers, not_found
 from gpuq.server.kinds import API_PREFIX
 from gpuq.server.routes_objects import router as objects_router
 from gpuq.server.routes_workloads import router as workloads_router
+from gpuq.server.runner import QueueUsage
 
 LoopStatus = Callable[[], Mapping[str, Any]]
 User = Annotated[UserRecord, Depends(bearer_user)]
@@ -33,12 +37,17 @@ def create_app(
     loop_status: LoopStatus | None = None,
     nodes: Sequence[Node] = (),
     workdir: Path | None = None,
+    queue_usage: Callable[[], QueueUsage | None] | None = None,
+    metrics: Callable[[], bytes] | None = None,
+    metrics_open: bool = False,
 ) -> FastAPI:
     """The API over ``store``.
 
     ``loop_status`` reports this replica's control-loop thread (leader or not) at
     ``/status``; ``nodes`` are the live nodes, shown at ``/nodes`` and used to refuse
     pods no node could hold; ``workdir`` is where the loop writes pod logs.
+    ``queue_usage`` gives the dashboard the leader's quota usage (``LoopRunner.queue_usage``);
+    ``metrics`` renders ``/metrics`` (absent: 404), open to anyone when ``metrics_open``.
     """
     app = FastAPI(
         title="gpuq control plane",
@@ -49,12 +58,24 @@ def create_app(
     app.state.loop_status = loop_status
     app.state.nodes = tuple(nodes)
     app.state.workdir = workdir
+    app.state.queue_usage = queue_usage
     install_handlers(app)
 
     @app.get("/healthz", tags=["cluster"], summary="Liveness: the process answers and the store is readable.")
     def healthz() -> dict[str, Any]:
         return {"ok": True, "resourceVersion": store.resource_version()}
 
+    @app.get(
+        "/metrics", tags=["cluster"], summary="Prometheus metrics: Kueue's queue metrics, DCGM GPU metrics."
+    )
+    def prometheus_metrics(request: Request) -> Response:
+        if not metrics_open:
+            bearer_user(request)  # any user: scrapers hold a token, like kube-state-metrics behind RBAC
+        if metrics is None:
+            raise not_found("metrics (this server was started without them)")
+        return Response(metrics(), media_type=CONTENT_TYPE_PLAIN_0_0_4)
+
+    app.include_router(dashboard.router)
     # Order matters: specific paths before the generic /{plural} routes of the objects router.
     app.include_router(cluster_router, prefix=API_PREFIX)
     app.include_router(workloads_router, prefix=API_PREFIX)
