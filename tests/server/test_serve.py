@@ -161,7 +161,17 @@ def test_two_teams_run_jobs_on_distinct_gpus_through_the_cli(serve: Serve, tmp_p
         added = serve.cli("users", "add", team, "--namespaces", team, "--database", serve.database)
         assert added.returncode == 0, added.stderr
         tokens[team] = added.stdout.strip()
-    script = "import os, time; print('saw', os.environ['CUDA_VISIBLE_DEVICES'], flush=True); time.sleep(2)"
+    # Each job waits (up to 30 s) until both run, so they hold their GPUs at the same time however slow
+    # the machine is: otherwise the second could start after the first ended, on the same GPU.
+    meet = tmp_path / "meet"
+    meet.mkdir()
+    script = (
+        "import os, time; print('saw', os.environ['CUDA_VISIBLE_DEVICES'], flush=True); "
+        f"d = {str(meet)!r}; "
+        "open(os.path.join(d, os.environ['GPUQ_WORKLOAD'].replace('/', '_')), 'w').close(); "
+        "end = time.time() + 30\n"
+        "while len(os.listdir(d)) < 2 and time.time() < end: time.sleep(0.05)"
+    )
     for team, name in (("team-a", "a"), ("team-b", "b")):
         result = serve.cli(
             "apply", "-f", write(tmp_path / f"{name}.yaml", dump(job(name, team, script))), token=tokens[team]
