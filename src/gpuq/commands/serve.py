@@ -23,6 +23,7 @@ from rich.table import Table
 
 from gpuq.core.nodes import Node
 from gpuq.core.placement.scoring import CHOOSERS
+from gpuq.run.gpus import GPUDevice
 from gpuq.run.store import Store, StoreConflict, default_url
 
 if TYPE_CHECKING:
@@ -108,6 +109,13 @@ def serve(
         bool,
         typer.Option("--metrics-open", help="Serve /metrics without a token (default: any user's token)."),
     ] = False,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            help="Run pods on a Ray cluster (an address, or 'local' to start one), not as local processes.",
+        ),
+    ] = None,
 ) -> None:
     """Run the control plane: REST API, leader election, and (while leader) the control loop."""
     import uvicorn
@@ -122,7 +130,7 @@ def serve(
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     url = database or default_url()
     workdir = workdir.expanduser().resolve()
-    node = _node(gpus, gpu_model, cpus=cpus, memory=memory, pods=pods)
+    node, devices = _node(gpus, gpu_model, cpus=cpus, memory=memory, pods=pods)
     store = _open_store(url)
     listener = _listen(host, port)  # before leading: a second server on a taken port must not run pods
     try:
@@ -137,7 +145,7 @@ def serve(
     runner = LoopRunner(
         url,
         identity or f"{socket.gethostname()}:{os.getpid()}",
-        _loop_factory(node, workdir, policy),
+        _loop_factory(node, devices, workdir, policy, ray_address),
         lease_s=lease_seconds,
         gpus=monitor,
     )
@@ -215,7 +223,7 @@ def _listen(host: str, port: int) -> socket.socket:
 
 def _node(
     gpus: int | None, gpu_model: str | None, *, cpus: str | None, memory: str | None, pods: int
-) -> Node:
+) -> tuple[Node, tuple[GPUDevice, ...]]:
     """This machine: ``--gpus`` virtual GPUs, else the discovered ones, else a CPU-only node.
 
     ``cpus`` / ``memory`` (quantities) declare the node's allocatable instead of the machine's
@@ -243,9 +251,10 @@ def _node(
         if memory is not None
         else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     )
-    return local_node(
+    node = local_node(
         devices, name=socket.gethostname(), cpu_milli=cpu_milli, memory_bytes=memory_bytes, pods=pods
     )
+    return node, tuple(devices)
 
 
 def _declared(option: str, text: str, resource: str) -> int:
@@ -261,13 +270,29 @@ def _declared(option: str, text: str, resource: str) -> int:
     return amount
 
 
-def _loop_factory(node: Node, workdir: Path, policy: str) -> Callable[[Store], ControlLoop]:
-    """A new loop and executor per leadership term: a closed executor cannot start pods again."""
+def _loop_factory(
+    node: Node, devices: tuple[GPUDevice, ...], workdir: Path, policy: str, ray_address: str | None
+) -> Callable[[Store], ControlLoop]:
+    """A new loop and executor per leadership term: a closed executor cannot start pods again.
+
+    The node's devices let the loop give MIG slices concrete ids; with ``ray_address`` pods run as Ray
+    actors (``local`` starts a Ray instance declaring this node's GPUs).
+    """
+    from gpuq.run.executors.base import Executor
     from gpuq.run.executors.local import LocalExecutor
     from gpuq.run.loop import ControlLoop
 
     def make(store: Store) -> ControlLoop:
-        return ControlLoop(store, LocalExecutor(workdir), [node], workdir=workdir, policy=policy)
+        executor: Executor
+        if ray_address is not None:
+            from gpuq.run.executors.ray import RayExecutor
+
+            executor = RayExecutor(ray_address, workdir=workdir, num_gpus=node.gpu_count or None)
+        else:
+            executor = LocalExecutor(workdir)
+        return ControlLoop(
+            store, executor, [node], workdir=workdir, policy=policy, devices={node.name: devices}
+        )
 
     return make
 
