@@ -45,9 +45,9 @@ class Serve:
         self.env.pop("GPUQ_TOKEN", None)
         self.process: subprocess.Popen[str] | None = None
 
-    def start(self) -> None:
+    def start(self, *extra: str) -> None:
         args = ["--database", self.database, "--port", str(self.port), "--workdir", str(self.root / "work")]
-        args += ["--gpus", "2", "--gpu-model", "A100-80GB", "--lease-seconds", "1"]
+        args += ["--gpus", "2", "--gpu-model", "A100-80GB", "--lease-seconds", "1", *extra]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gpuq.cli", "serve", *args],
             env=self.env,
@@ -241,3 +241,18 @@ def test_a_stopped_leader_stops_its_pods_and_a_follower_takes_over(
     wait_for(lambda: follower.status()["leader"], 10, "the follower to lead")
     wait_for(lambda: follower.workload("team-a", "long")["state"] == "Succeeded", 30, "the job to succeed")
     assert marks.read_text() == "start\nstart\ndone\n"
+
+
+def test_pods_run_on_ray_with_the_gpus_placement_chose(serve: Serve, tmp_path: Path) -> None:
+    """``--ray-address local``: the same job through the same API runs as a Ray actor."""
+    serve.start("--ray-address", "local")
+    headers = {"Authorization": f"Bearer {serve.token()}"}
+    script = "import os; print('saw', os.environ['CUDA_VISIBLE_DEVICES'], flush=True)"
+    for text in (CONFIG, dump(job("on-ray", "team-a", script))):
+        response = httpx.post(f"{serve.url}{API_PREFIX}/apply", content=text.encode(), headers=headers)
+        assert response.status_code == 200, response.text
+    wait_for(lambda: serve.workload("team-a", "on-ray")["state"] == "Succeeded", 60, "the Ray job to succeed")
+    logs = serve.cli("logs", "on-ray", "-n", "team-a")
+    assert "saw 0" in logs.stdout and "ray actor" in logs.stdout
+    code, output = serve.stop()
+    assert code == 0, output
