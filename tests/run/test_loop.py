@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -281,3 +283,24 @@ def test_a_configuration_change_keeps_running_pods_on_their_gpus(plane) -> None:
         ),
     )
     assert {(out / "team-a_first").read_text(), (out / "team-b_second").read_text()} == {"0", "1"}
+
+
+def test_a_killed_pod_process_is_restarted(plane) -> None:  # type: ignore[no-untyped-def]
+    """``kill -9`` of a job's process (not the server's): the pod fails with -9 and is retried."""
+    store, loop, tmp = plane
+    pid_file = tmp / "pid"
+    script = (
+        "import os, time\n"
+        "if os.environ['GPUQ_ATTEMPT'] == '0':\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)\n"
+    )
+    submit(store, job("victim", "team-a", script, backoffLimit=2))
+    run_until(loop, lambda: pid_file.exists() and pid_file.read_text() != "")
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    run_until(loop, lambda: state(store, "team-a", "victim") == "Succeeded")
+    record = store.get_workload("team-a", "victim")
+    assert record is not None
+    (pod,) = store.pods_of(record.id)
+    assert pod.attempt == 1 and pod.exit_code == 0
+    events = [e.reason for e in store.events(kind="Workload", namespace="team-a", name="victim")]
+    assert events == ["BackOff"]
