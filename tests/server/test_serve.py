@@ -256,3 +256,30 @@ def test_pods_run_on_ray_with_the_gpus_placement_chose(serve: Serve, tmp_path: P
     assert "saw 0" in logs.stdout and "ray actor" in logs.stdout
     code, output = serve.stop()
     assert code == 0, output
+
+
+def test_on_postgresql_a_killed_leader_is_replaced_and_its_job_finishes_once(
+    servers: Callable[[], Serve], postgres_url: str, tmp_path: Path
+) -> None:
+    """Two replicas on one PostgreSQL database: ``kill -9`` the leader; its advisory lock dies with its
+    connection, the follower leads within seconds, kills the orphaned pod and reruns the job once."""
+    leader, follower = servers(), servers()
+    leader.database = follower.database = postgres_url
+    leader.start()
+    headers = {"Authorization": f"Bearer {leader.token()}"}
+    marks = tmp_path / "marks"
+    for text in (CONFIG, dump(job("long", "team-a", waits_to_be_killed(marks)))):
+        response = httpx.post(f"{leader.url}{API_PREFIX}/apply", content=text.encode(), headers=headers)
+        assert response.status_code == 200, response.text
+    follower.start()
+    wait_for(lambda: marks.exists(), 20, "the job to start")
+    assert leader.status()["leader"] and not follower.status()["leader"]
+    (pod,) = follower.workload("team-a", "long")["pods"]
+    leader.stop(signal.SIGKILL)
+    wait_for(lambda: follower.status()["leader"], 15, "the follower to lead")
+    wait_for(lambda: follower.workload("team-a", "long")["state"] == "Succeeded", 30, "the job to succeed")
+    assert not alive(pod["pid"])
+    assert marks.read_text() == "start\nstart\ndone\n"
+    conditions = follower.workload("team-a", "long")["conditions"]
+    assert [c["type"] for c in conditions].count("Finished") == 1
+    assert follower.stop()[0] == 0
