@@ -6,8 +6,9 @@ Each :meth:`ControlLoop.step`:
    workloads that hold quota resubmitted with their admission);
 2. takes in workloads submitted to the store since the last step;
 3. reaps pod exits: a failed pod restarts until the Job's ``backoffLimit`` is
-   spent, every pod succeeded finishes the workload, an evicted workload whose
-   pods are all gone is requeued;
+   spent, every pod succeeded finishes the workload (or, for a workload with a
+   completion pod set such as a RayJob's submitter, that set's pods' exits),
+   an evicted workload whose pods are all gone is requeued;
 4. enforces time: ``activeDeadlineSeconds``, waitForPodsReady's timeout and
    its requeue backoff, restart backoff;
 5. when something changed and no eviction is in flight, runs Kueue cycles with
@@ -249,7 +250,7 @@ class ControlLoop:
             creation_time=record.created_at,
             uid=f"{record.id:012d}",
         )
-        return workload, job_run(record.manifest)
+        return workload, job_run(record.manifest, workdir=self.workdir)
 
     def _forget_deleted(self, now: float) -> None:
         """Workloads deleted from the store: stop their pods and release what they hold."""
@@ -419,12 +420,33 @@ class ControlLoop:
             return
         if tracked.state != "Running":
             return
+        if pod.pod_set == tracked.run.completion_pod_set:
+            self._completion_pod_exited(tracked, pod, exit_, now)
+            return
         if exit_.exit_code == 0:
             pod.succeeded = True
             if all(p.succeeded for p in tracked.pods.values()):
                 self._finish(tracked, "Succeeded", "JobFinished", "every pod succeeded", now)
             return
         self._pod_failed(tracked, pod, now, f"pod {pod.name} exited with {exit_.exit_code}")
+
+    def _completion_pod_exited(self, tracked: Tracked, pod: PodState, exit_: PodExit, now: float) -> None:
+        """A pod of the workload's completion pod set ended (a RayJob's submitter or head): a failure fails
+        the workload, the set's last success completes it; either way the other pods are then killed
+        (their rows say Failed now: the workload is forgotten before their exits arrive)."""
+        if exit_.exit_code == 0:
+            pod.succeeded = True
+            if not all(p.succeeded for p in tracked.pods.values() if p.pod_set == pod.pod_set):
+                return
+            state, reason, message = "Succeeded", "JobFinished", f"pod set {pod.pod_set} succeeded"
+        else:
+            state, reason, message = "Failed", "JobFailed", f"pod {pod.name} exited with {exit_.exit_code}"
+        for other in tracked.pods.values():
+            if other.running:
+                self.executor.terminate(pod_key(tracked, other), 0.0)
+                if other.store_id is not None:
+                    self.store.update_pod(other.store_id, state="Failed", finished_at=now)
+        self._finish(tracked, state, reason, message, now)
 
     def _pod_failed(self, tracked: Tracked, pod: PodState, now: float, message: str) -> None:
         tracked.failures += 1
