@@ -196,6 +196,7 @@ def test_active_deadline_fails_a_job_that_runs_too_long(plane) -> None:  # type:
     record = store.get_workload("team-a", "slow")
     assert record is not None and "activeDeadlineSeconds" in record.message
     run_until(loop, lambda: not loop.executor.running(), timeout=5)  # the process was killed
+    assert [p.state for p in store.pods_of(record.id)] == ["Failed"]
 
 
 def test_a_restarted_loop_kills_the_old_processes_and_requeues_what_was_running(plane) -> None:  # type: ignore[no-untyped-def]

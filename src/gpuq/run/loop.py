@@ -432,8 +432,7 @@ class ControlLoop:
 
     def _completion_pod_exited(self, tracked: Tracked, pod: PodState, exit_: PodExit, now: float) -> None:
         """A pod of the workload's completion pod set ended (a RayJob's submitter or head): a failure fails
-        the workload, the set's last success completes it; either way the other pods are then killed
-        (their rows say Failed now: the workload is forgotten before their exits arrive)."""
+        the workload, the set's last success completes it; either way :meth:`_finish` kills the others."""
         if exit_.exit_code == 0:
             pod.succeeded = True
             if not all(p.succeeded for p in tracked.pods.values() if p.pod_set == pod.pod_set):
@@ -441,19 +440,11 @@ class ControlLoop:
             state, reason, message = "Succeeded", "JobFinished", f"pod set {pod.pod_set} succeeded"
         else:
             state, reason, message = "Failed", "JobFailed", f"pod {pod.name} exited with {exit_.exit_code}"
-        for other in tracked.pods.values():
-            if other.running:
-                self.executor.terminate(pod_key(tracked, other), 0.0)
-                if other.store_id is not None:
-                    self.store.update_pod(other.store_id, state="Failed", finished_at=now)
         self._finish(tracked, state, reason, message, now)
 
     def _pod_failed(self, tracked: Tracked, pod: PodState, now: float, message: str) -> None:
         tracked.failures += 1
         if tracked.failures > tracked.run.backoff_limit:
-            for other in tracked.pods.values():
-                if other.running:
-                    self.executor.terminate(pod_key(tracked, other), 0.0)
             limit = tracked.run.backoff_limit
             self._finish(
                 tracked, "Failed", "BackoffLimitExceeded", f"{message}; backoffLimit {limit} reached", now
@@ -477,6 +468,13 @@ class ControlLoop:
         )
 
     def _finish(self, tracked: Tracked, state: str, reason: str, message: str, now: float) -> None:
+        """End the workload; pods still running are killed and their rows say Failed now (the workload is
+        forgotten before their exits arrive)."""
+        for other in tracked.pods.values():
+            if other.running:
+                self.executor.terminate(pod_key(tracked, other), 0.0)
+                if other.store_id is not None:
+                    self.store.update_pod(other.store_id, state="Failed", finished_at=now)
         tracked.state = state
         condition = ConditionRecord("Finished", "True", reason, message, now)
         self.store.apply_decisions(
@@ -554,9 +552,6 @@ class ControlLoop:
                 and tracked.started_at is not None
                 and now - tracked.started_at >= deadline
             ):
-                for pod in tracked.pods.values():
-                    if pod.running:
-                        self.executor.terminate(pod_key(tracked, pod), 0.0)
                 self._finish(
                     tracked, "Failed", "DeadlineExceeded", f"activeDeadlineSeconds {deadline:g} passed", now
                 )
