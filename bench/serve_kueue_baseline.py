@@ -287,6 +287,8 @@ def live_figures(
     first_admission: dict[str, list[float]] = defaultdict(list)
     last_admission: dict[str, list[float]] = defaultdict(list)
     hold_over_runtime: dict[str, list[float]] = defaultdict(list)
+    start_delay: dict[str, list[float]] = defaultdict(list)
+    reap_delay: dict[str, list[float]] = defaultdict(list)
     preempted = 0
     for w in workloads:
         key = (w["namespace"], w["name"])
@@ -300,6 +302,10 @@ def live_figures(
             )
         if w["admittedAt"] is not None:
             last_admission[kind].append(w["admittedAt"] - w["createdAt"])
+            exits = [p["finishedAt"] for p in w["pods"] if p["finishedAt"] is not None]
+            if exits and w["finishedAt"] is not None:  # pods' finishedAt: when the executor saw the exit
+                start_delay[kind].append(max(exits) - cut.runtimes_s[(key[0], kind)] - w["admittedAt"])
+                reap_delay[kind].append(w["finishedAt"] - max(exits))
         preempted += sum(1 for c in w["conditions"] if c["type"] == "Evicted" and c["reason"] == "Preempted")
     finished = [w["finishedAt"] for w in workloads if w["finishedAt"] is not None]
     span = (max(finished) if finished else until) - replayed.started
@@ -313,6 +319,8 @@ def live_figures(
         "to_admission_mean_s": {c: mean(first_admission[c]) for c in CLASSES if c in first_admission},
         "to_last_admission_mean_s": {c: mean(last_admission[c]) for c in CLASSES if c in last_admission},
         "quota_hold_over_runtime_p50": {c: percentile(v, 50) for c, v in sorted(hold_over_runtime.items())},
+        "start_delay_p50_s": {c: percentile(v, 50) for c, v in sorted(start_delay.items())},
+        "reap_delay_p50_s": {c: percentile(v, 50) for c, v in sorted(reap_delay.items())},
         "wall_s": span,
         "preemptions": preempted,
         "creation_lag_s": {p: percentile(created_lag, p) for p in (50, 99)} | {"max": max(created_lag)},
@@ -348,7 +356,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 time.sleep(1.0)  # the loop loads the configuration at its next step
                 replayed = replay(server, cut.trace, cut.runtimes_s, args.workers)
                 submitted = time.time()
-                ended = wait_until_ended(admin, args.timeout, poll_s=1.0)
+                ended = wait_until_ended(admin, args.timeout)
                 until = time.time()
                 listed = list_workloads(admin)
                 status = admin.get("/status").json().get("loop") or {}
@@ -428,6 +436,10 @@ def print_report(report: dict[str, Any]) -> None:
         + "\n"
         "  quota held ÷ runtime (last admission, p50): "
         + ", ".join(f"{c} {v:.2f}" for c, v in live["quota_hold_over_runtime_p50"].items())
+        + "\n  admittedAt → pod exit seen, less the runtime (p50): "
+        + ", ".join(f"{c} {v:.2f} s" for c, v in live["start_delay_p50_s"].items())
+        + "\n  pod exit seen → workload finishedAt (p50; < 0: a step's changes carry its start time): "
+        + ", ".join(f"{c} {v:.2f} s" for c, v in live["reap_delay_p50_s"].items())
         + "\n"
         f"  {'drained' if report['drained'] else 'NOT drained before --timeout'} · loop {report['loop']}"
         f" · histories read in {report['details_fetch_s']:.0f}s\n"
