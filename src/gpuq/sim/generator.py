@@ -72,7 +72,7 @@ def _team_jobs(team: TeamArrivals, horizon: float, rng: random.Random) -> list[T
                 namespace=team.namespace,
                 queue=team.queue,
                 submit_s=round(time, 3),
-                duration_s=max(1.0, round(draw(team.duration, rng), 3)),
+                duration_s=max(0.001, round(draw(team.duration, rng), 3)),
                 pods=max(1, round(draw(team.pods, rng))),
                 gpu_milli=milli,
                 cpu_milli=cpu,
