@@ -138,3 +138,24 @@ def test_a_cluster_queue_with_a_missing_flavor_is_refused(plane: Plane) -> None:
     assert response.status_code == 422
     assert any("ghost" in d["text"] for d in response.json()["diagnostics"])
     assert plane.store.get_object("ClusterQueue", "other") is None
+
+
+def test_a_busy_store_is_a_503_in_the_error_shape() -> None:
+    """SQLite's lock timeout under many writers: the client gets a JSON 503 with Retry-After."""
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+    from sqlalchemy.exc import OperationalError
+
+    from gpuq.server.errors import install_handlers
+
+    app = FastAPI()
+    install_handlers(app)
+
+    @app.get("/write")
+    def write() -> None:
+        raise OperationalError("INSERT ...", {}, Exception("database is locked"))
+
+    response = TestClient(app).get("/write")
+    assert response.status_code == 503 and response.headers["Retry-After"] == "1"
+    body = response.json()
+    assert body["reason"] == "Service Unavailable" and "database is locked" in body["message"]

@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
 
 from gpuq.api.diagnostics import Diagnostic
 
@@ -70,5 +71,12 @@ def install_handlers(app: FastAPI) -> None:
         )
         return JSONResponse(ApiError(400, f"bad request: {problems}").body(), status_code=400)
 
+    async def store_busy(_request: Request, error: Exception) -> JSONResponse:
+        """The store could not take the write in time (SQLite's lock timeout under many writers): nothing
+        was written; say so in the one shape, with when to retry, rather than a bare 500."""
+        message = f"the store is busy, nothing was written; retry: {getattr(error, 'orig', error)}"
+        return JSONResponse(ApiError(503, message).body(), status_code=503, headers={"Retry-After": "1"})
+
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, bad_parameters)
+    app.add_exception_handler(OperationalError, store_busy)
