@@ -113,6 +113,7 @@ class ControlLoop:
         self._dirty = True
         self._recovered = False
         self.counters = LoopCounters()
+        self._seen_version = -1
         self._allocators = {node: DeviceAllocator(found) for node, found in (devices or {}).items()}
 
     # ------------------------------------------------------------------ step
@@ -124,7 +125,10 @@ class ControlLoop:
         if not self._recovered:
             self._recover(now)
             self._recovered = True
-        self._intake(now)
+        version = self.store.resource_version()
+        if version != self._seen_version:  # nothing was written since the last look: no new workload
+            self._intake(now)
+            self._seen_version = version
         self._reap(now)
         self._timers(now)
         if self._dirty and not any(t.evicting for t in self.tracked.values()):
