@@ -283,3 +283,49 @@ def test_on_postgresql_a_killed_leader_is_replaced_and_its_job_finishes_once(
     conditions = follower.workload("team-a", "long")["conditions"]
     assert [c["type"] for c in conditions].count("Finished") == 1
     assert follower.stop()[0] == 0
+
+
+CHECKPOINTED = """
+import os, signal, sys, time
+path = os.path.join(os.environ['GPUQ_CHECKPOINT_DIR'], 'step')
+step = int(open(path).read()) if os.path.exists(path) else 0
+def stop(*_):
+    open(path, 'w').write(str(step)); sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+print('resumed at', step, flush=True)
+while step < 30:
+    step += 1
+    time.sleep(0.02)
+    if step == 10 and not os.path.exists(path + '.paused'):
+        open(path + '.paused', 'w').close(); time.sleep(60)
+"""
+
+
+def test_a_high_priority_job_preempts_through_the_api_and_the_victim_resumes(
+    serve: Serve, tmp_path: Path
+) -> None:
+    """Through the server: the low-priority job holding both GPUs is preempted (SIGTERM, it saves its step),
+    requeued, and resumes from its checkpoint after the urgent job finished."""
+    config = CONFIG.replace("nominalQuota: 4", "nominalQuota: 2").replace(
+        "  namespaceSelector: {}\n",
+        "  namespaceSelector: {}\n  preemption: {withinClusterQueue: LowerPriority}\n",
+    )
+    serve.start()
+    headers = {"Authorization": f"Bearer {serve.token()}"}
+    low = job("long", "team-a", CHECKPOINTED, gpus=2)
+    low["metadata"]["annotations"] = {"gpuq.dev/checkpoint": "true"}
+    for text in (config, dump(low)):
+        response = httpx.post(f"{serve.url}{API_PREFIX}/apply", content=text.encode(), headers=headers)
+        assert response.status_code == 200, response.text
+    paused = serve.root / "work" / "checkpoints" / "team-a" / "long" / "step.paused"
+    wait_for(paused.exists, 20, "the low-priority job to reach its pause")
+    urgent = dump(job("urgent", "team-b", "print('urgent')", gpus=2, priority="high"))
+    response = httpx.post(f"{serve.url}{API_PREFIX}/apply", content=urgent.encode(), headers=headers)
+    assert response.status_code == 200, response.text
+    wait_for(lambda: serve.workload("team-b", "urgent")["state"] == "Succeeded", 30, "the urgent job")
+    wait_for(lambda: serve.workload("team-a", "long")["state"] == "Succeeded", 30, "the resumed job")
+    reasons = [c["reason"] for c in serve.workload("team-a", "long")["conditions"]]
+    assert "Preempted" in reasons
+    logs = serve.cli("logs", "long", "-n", "team-a")
+    assert "resumed at 0" in logs.stdout and "resumed at 10" in logs.stdout
+    assert serve.stop()[0] == 0
