@@ -64,7 +64,6 @@ from serve import (
 
 from gpuq.sim.metrics import variant_metrics, workload_class
 from gpuq.sim.scenario import load_workloads, plan_scenario, prepare
-from gpuq.sim.simulator import Simulation
 from gpuq.sim.traces.model import TraceJob, TraceRead
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,14 +148,7 @@ def simulate(cut: Cut, trace: TraceRead) -> dict[str, Any]:
     started = time.perf_counter()
     plan = plan_scenario([str(cut.directory / "scenario.yaml")])
     prepared = prepare(plan, plan.variants[0], trace)
-    result = Simulation(
-        prepared.config,
-        prepared.nodes,
-        prepared.jobs,
-        prepared.settings,
-        prices=prepared.prices,
-        initially_down=prepared.initially_down,
-    ).run()
+    result = prepared.simulation().run()
     metrics = variant_metrics(plan.variants[0].name, result, prepared.config)
     return {
         "cpu_utilisation": metrics["quota_utilisation"].get("cpu"),

@@ -126,14 +126,7 @@ def run_scenario(label: str, scenario: Path, variant: str | None) -> None:
     trace = load_workloads(plan)
     read = time.perf_counter() - started
     prepared = prepare(plan, plan.variants[0], trace)
-    result = Simulation(
-        prepared.config,
-        prepared.nodes,
-        prepared.jobs,
-        prepared.settings,
-        prices=prepared.prices,
-        initially_down=prepared.initially_down,
-    ).run()
+    result = prepared.simulation().run()
     variant_metrics(plan.variants[0].name, result, prepared.config)
     wall = time.perf_counter() - started
     _print(

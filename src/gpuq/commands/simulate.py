@@ -22,7 +22,7 @@ from gpuq.sim.scenario import (
     plan_scenario,
     prepare,
 )
-from gpuq.sim.simulator import SimResult, Simulation
+from gpuq.sim.simulator import SimResult
 from gpuq.sim.traces.model import BadRow, TraceError
 
 out = Console(width=None if sys.stdout.isatty() else 200)
@@ -165,15 +165,7 @@ def _run(prepared: PreparedVariant, quiet: bool) -> SimResult:
                 marks["next"] = now + step
                 progress.update(task, completed=min(now, total), clock=f"t={_human(now)}")
 
-        simulation = Simulation(
-            prepared.config,
-            prepared.nodes,
-            jobs,
-            prepared.settings,
-            prices=prepared.prices,
-            initially_down=prepared.initially_down,
-            on_progress=None if quiet else on_progress,
-        )
+        simulation = prepared.simulation(None if quiet else on_progress)
         return simulation.run()
 
 

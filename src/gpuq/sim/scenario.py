@@ -10,6 +10,7 @@ list when given, else the base plus its ``extraConfig``.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from gpuq.core.nodes import Node
 from gpuq.sim.fcfs import fcfs_config
 from gpuq.sim.generator import generate
 from gpuq.sim.jobs import SimJob, to_sim_jobs, unplaceable
-from gpuq.sim.simulator import NodeChange, SimSettings
+from gpuq.sim.simulator import NodeChange, SimSettings, Simulation
 from gpuq.sim.traces.model import BadRow, TraceRead
 
 DEFAULT_NAME = "simulation"
@@ -75,6 +76,18 @@ class PreparedVariant:
     bad_rows: list[BadRow]
     settings: SimSettings
     warnings: tuple[Diagnostic, ...]
+
+    def simulation(self, on_progress: Callable[[float], None] | None = None) -> Simulation:
+        """The simulation of this variant, ready to run."""
+        return Simulation(
+            self.config,
+            self.nodes,
+            self.jobs,
+            self.settings,
+            prices=self.prices,
+            initially_down=self.initially_down,
+            on_progress=on_progress,
+        )
 
 
 def plan_scenario(
