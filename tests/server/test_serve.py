@@ -254,8 +254,23 @@ def test_pods_run_on_ray_with_the_gpus_placement_chose(serve: Serve, tmp_path: P
     wait_for(lambda: serve.workload("team-a", "on-ray")["state"] == "Succeeded", 60, "the Ray job to succeed")
     logs = serve.cli("logs", "on-ray", "-n", "team-a")
     assert "saw 0" in logs.stdout and "ray actor" in logs.stdout
+    # A pod that ignores SIGTERM is killed at the end of its grace period when serve stops, and serve
+    # still exits cleanly (Ray's own SIGTERM handler aborted the process three seconds after the signal).
+    marks = tmp_path / "slow-stop"
+    slow = (
+        "import signal, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"open('{marks}', 'w').write('started')\n"
+        "time.sleep(120)\n"
+    )
+    manifest = dump(job("slow-stop", "team-a", slow)).encode()
+    response = httpx.post(f"{serve.url}{API_PREFIX}/apply", content=manifest, headers=headers)
+    assert response.status_code == 200, response.text
+    wait_for(lambda: marks.exists(), 60, "the pod that ignores SIGTERM to start")
+    (pod,) = serve.workload("team-a", "slow-stop")["pods"]
     code, output = serve.stop()
     assert code == 0, output
+    assert not alive(pod["pid"])
 
 
 def test_on_postgresql_a_killed_leader_is_replaced_and_its_job_finishes_once(

@@ -62,6 +62,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+# Ray's C++ core installs absl's failure-signal handler, which on SIGTERM dumps a stack trace and arms a
+# 3-second alarm that aborts the process: `gpuq serve` handles SIGTERM itself and may take longer than
+# that to stop its pods cleanly. Set before Ray is imported (it reads the variable at import).
+os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+
 import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayError
 
