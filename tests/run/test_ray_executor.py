@@ -281,7 +281,7 @@ def test_a_pod_ray_cannot_place_yet_is_refused_after_the_start_timeout_and_never
         ExecutorError, match=r"Ray did not place the pod within 0.5s \(needs 1 GPU; free now: "
     ):
         impatient.start(late)
-    assert 0.5 <= time.monotonic() - started < 2.0
+    assert time.monotonic() - started >= 0.5  # it waited out its timeout before refusing
     assert impatient.running() == set()
     executor.terminate(holder.key, 0.0)
     wait_for_exits(executor)

@@ -20,7 +20,7 @@ found it; :meth:`Scheduler.apply` reserves quota and updates the queues.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from gpuq.core import fairshare
@@ -38,7 +38,7 @@ from gpuq.core.model import (
     Workload,
 )
 from gpuq.core.nomination import Entry, nominate, preemption_targets_for
-from gpuq.core.placement.engine import PlacementFailure, Placer
+from gpuq.core.placement.engine import PlacementFailure, Placer, PodBinding
 from gpuq.core.queues import ClusterQueueQueue, RequeueReason
 from gpuq.core.quota import FlavorResource, available
 from gpuq.core.state import AdmittedWorkload, ClusterState, admission_usage
@@ -71,11 +71,15 @@ class Scheduler:
         self.inactive = {name: why for name in config.cluster_queues if (why := self._inactive_reason(name))}
 
     # ----------------------------------------------------------------- intake
-    def submit(self, workload: Workload) -> None:
-        """Queue a pending workload, or account for one that already holds quota."""
+    def submit(self, workload: Workload, placed: Sequence[PodBinding] | None = None) -> None:
+        """Queue a pending workload, or account for one that already holds quota.
+
+        ``placed``: where an admitted workload's pods already run; they are kept there
+        exactly rather than bound anew (a control plane or forecast rebuilding its view).
+        """
         self.workloads[workload.key] = workload
         if workload.admission is not None:
-            self._submit_reserved(workload)
+            self._submit_reserved(workload, placed)
             return
         target, problem = self.route(workload)
         if target is None:
@@ -83,7 +87,7 @@ class Scheduler:
             return
         self.queues[target].push(workload)
 
-    def _submit_reserved(self, workload: Workload) -> None:
+    def _submit_reserved(self, workload: Workload, placed: Sequence[PodBinding] | None = None) -> None:
         """A workload with ``status.admission``: it holds quota unless a check evicted it (§10.3)."""
         assert workload.admission is not None
         cq_name = workload.admission.cluster_queue
@@ -108,7 +112,11 @@ class Scheduler:
         self.state.reserve(AdmittedWorkload(workload, cq_name, usage, reserved))
         self.reserved_checks[workload.key] = dict(checks)
         if self.binder is not None:
-            self.binder.bind(workload, workload.admission.pod_set_assignments)
+            if placed:
+                self.binder.placer.restore(workload, placed)
+                self.binder.unplaced.pop(workload.key, None)
+            else:
+                self.binder.bind(workload, workload.admission.pod_set_assignments)
 
     def _drained(self, workload: Workload, cq_name: str) -> str:
         """Why a stopped queue with stopPolicy HoldAndDrain evicts this workload, or ""."""

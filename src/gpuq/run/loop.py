@@ -167,18 +167,12 @@ class ControlLoop:
         if tracked.state in ("Pending", "QuotaReserved"):
             self.scheduler.submit(dataclasses.replace(tracked.workload, admission=None))
         elif tracked.state in ("Admitted", "Running") and tracked.workload.admission is not None:
-            self.scheduler.submit(tracked.workload)
-            placer = self.scheduler.placer
-            if tracked.pods and placer is not None:
-                # Keep the running pods where they are, devices included.
-                bindings = [
-                    PodBinding(
-                        pod_key(tracked, pod), pod.node, tuple(int(d) for d in pod.devices if d.isdigit())
-                    )
-                    for pod in tracked.pods.values()
-                ]
-                placer.restore(tracked.workload, bindings)
-                self.scheduler.unplaced.pop(tracked.key, None)
+            # Keep the running pods where they are, devices included.
+            bindings = [
+                PodBinding(pod_key(tracked, pod), pod.node, tuple(int(d) for d in pod.devices if d.isdigit()))
+                for pod in tracked.pods.values()
+            ]
+            self.scheduler.submit(tracked.workload, placed=bindings or None)
 
     # --------------------------------------------------------------- intake
     def _recover(self, now: float) -> None:

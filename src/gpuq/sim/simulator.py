@@ -25,7 +25,7 @@ from gpuq.core.cycles import FlappingDetector
 from gpuq.core.decisions import Admit
 from gpuq.core.model import CheckState, ClusterConfig
 from gpuq.core.nodes import Node
-from gpuq.core.placement.engine import Placer
+from gpuq.core.placement.engine import Placer, PodBinding
 from gpuq.core.placement.scoring import inputs_for
 from gpuq.core.quota import FlavorResource
 from gpuq.sim.events import EventKind, EventQueue
@@ -63,6 +63,21 @@ class SimSettings:
     policy: str = "binpack"
     checkpoint_s: float | None = None  # default checkpoint interval for workloads without one
     node_changes: tuple[NodeChange, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Resident:
+    """A workload that already holds quota when the simulation starts (a forecast from live state).
+
+    ``job.workload`` carries its admission; ``bindings`` say where its pods run (empty:
+    bound anew, or left waiting for room); ``started``: its pods run, else they start
+    after the start-up delay; ``remaining_s``: the work left from time 0.
+    """
+
+    job: SimJob
+    remaining_s: float
+    bindings: tuple[PodBinding, ...] = ()
+    started: bool = True
 
 
 @dataclass(slots=True)
@@ -118,6 +133,7 @@ class Simulation:
         prices: Mapping[str, float] | None = None,
         initially_down: Sequence[str] = (),
         on_progress: Callable[[float], None] | None = None,
+        residents: Sequence[Resident] = (),
     ) -> None:
         self.config = config
         self.settings = settings
@@ -125,7 +141,9 @@ class Simulation:
             Placer(
                 nodes,
                 policy=settings.policy,
-                policy_inputs=inputs_for([job.workload for job in jobs]),
+                policy_inputs=inputs_for(
+                    [job.workload for job in jobs] + [r.job.workload for r in residents]
+                ),
                 flavors=config.flavors,
                 topologies=config.topologies,
             )
@@ -145,6 +163,7 @@ class Simulation:
             if node.pool:
                 self._pool_nodes.setdefault(node.pool, []).append(node.name)
         self._down = set(initially_down)
+        self._residents = tuple(residents)
         self._on_progress = on_progress
         self._next_arrival = 0
         self._dirty = False
@@ -161,6 +180,7 @@ class Simulation:
                     self.placer.set_down(name, True)
                 else:
                     self.recorder.node_up(0.0, capacity, self.prices.get(name, 0.0))
+        self._seed_residents()
         for index, change in enumerate(self.settings.node_changes):
             kind = EventKind.NODE_DOWN if change.action == "remove" else EventKind.NODE_UP
             self.queue.push(change.time, kind, str(index))
@@ -184,10 +204,48 @@ class Simulation:
         )
         return SimResult(self.runs, self.recorder, end, self.events, self.passes, self.cycles, capacity_mean)
 
+    def _seed_residents(self) -> None:
+        """Time 0 of a simulation that starts from a running cluster: residents hold their quota and
+        nodes (workloads created before 0 arrive at 0, in their creation order, like a queue)."""
+        for resident in self._residents:
+            job = resident.job
+            admission = job.workload.admission
+            assert admission is not None, f"{job.key}: a resident must carry its admission"
+            run = JobRun(job, status=JobStatus.ADMITTED, remaining_s=resident.remaining_s)
+            run.first_admitted = min(job.workload.quota_reserved_time or 0.0, 0.0)
+            self.runs[job.key] = run
+            self.scheduler.submit(job.workload, placed=resident.bindings or None)
+            admitted = self.scheduler.state.admitted.get(job.key)
+            if admitted is None:  # its queue is gone or drains: it queues again
+                run.first_admitted = None
+                run.cluster_queue = self.scheduler.route(job.workload)[0]
+                if run.cluster_queue is None:
+                    run.status = JobStatus.INADMISSIBLE
+                else:
+                    self.recorder.team_pending(0.0, job.team, 1)
+                continue
+            run.cluster_queue = admitted.cluster_queue
+            run.usage = admitted.usage
+            self.recorder.queue_usage(0.0, run.cluster_queue, run.usage, 1)
+            self.recorder.team_pending(0.0, job.team, 1)
+            if job.key in self.scheduler.unplaced:
+                continue
+            if resident.started:
+                run.first_bound = run.first_started = min(job.workload.quota_reserved_time or 0.0, 0.0)
+                run.bound_at = 0.0
+                self.recorder.team_pending(0.0, job.team, -1)
+                self._nodes_changed(job.key, 0.0)
+                self.recorder.team_running(0.0, job.team, job.gpus)
+                self._running(run, 0.0)
+            else:
+                self._bound(run, 0.0)
+        if self._residents:
+            self._dirty = True
+
     def _next_time(self) -> float | None:
         queued = self.queue.peek_time()
         arrival = (
-            self.jobs[self._next_arrival].workload.creation_time
+            max(self.jobs[self._next_arrival].workload.creation_time, 0.0)
             if self._next_arrival < len(self.jobs)
             else None
         )

@@ -1,0 +1,1 @@
+"""Start-time forecasts: the simulator run forward from the live state."""
