@@ -18,6 +18,7 @@ from gpuq.api.diagnostics import Diagnostic
 from gpuq.api.loader import LoadResult, load
 from gpuq.api.quantity import format_amount
 from gpuq.commands import client
+from gpuq.commands.eta import EtaError, eta_document, forecast_file, print_etas
 from gpuq.commands.export import export_app
 from gpuq.commands.nodes import node_detail, nodes_document
 from gpuq.commands.pack import pack
@@ -31,6 +32,8 @@ from gpuq.core.placement.engine import Placer, WorkloadPlacement
 from gpuq.core.placement.scoring import CHOOSERS, inputs_for
 from gpuq.core.state import ClusterState
 from gpuq.core.topology import TopologyAssignment
+from gpuq.forecast.forecast import Forecast
+from gpuq.sim.traces.model import TraceError
 
 app = typer.Typer(
     help="gpuq: GPU workload orchestration with Kueue-exact queues, quotas, fair sharing and preemption.",
@@ -142,11 +145,27 @@ def admit(
     ] = None,
     nodes: NodesOption = None,
     policy: PolicyOption = "binpack",
+    eta: Annotated[
+        bool,
+        typer.Option(
+            "--eta",
+            help="Also forecast when each workload starts and ends: workloads with status.admission run "
+            "since their PodsReady (or QuotaReserved) time, the others wait; the engine runs forward.",
+        ),
+    ] = False,
+    history: Annotated[
+        str | None,
+        typer.Option(
+            "--history",
+            help="With --eta: a trace of finished runs (CSV/JSONL or a public trace) to learn runtimes from.",
+        ),
+    ] = None,
 ) -> None:
     """Run Kueue scheduling cycles on the snapshot the manifests describe and print the decisions.
 
     With nodes (NodePools or Nodes, in the files or with --nodes), admitted pods are bound to
     nodes too, and topology-aware pod sets are admitted only where a topology domain holds them.
+    Add a job's manifest to a snapshot and --eta to ask when it would start.
     """
     result = _load_valid(files + (nodes or []))
     scheduler = _scheduler(result, policy)
@@ -159,7 +178,8 @@ def admit(
             style="yellow",
             highlight=False,
         )
-    run = run_cycles(scheduler, max_cycles=cycles, now=_snapshot_time(result) if now is None else now)
+    at = _snapshot_time(result) if now is None else now
+    run = run_cycles(scheduler, max_cycles=cycles, now=at)
     if run.flapping_period is not None:
         err.print(
             f"warning: stopped after {run.cycles} cycles: the same preemptions repeat every "
@@ -169,10 +189,25 @@ def admit(
             highlight=False,
         )
     document = admit_document(run, scheduler)
+    forecast = _forecast(result, at, policy, history) if eta else None
     if output != OutputFormat.TABLE:
+        if forecast is not None:
+            document["forecast"] = eta_document(*forecast)
         _write(document, output)
     else:
         _print_admit_tables(run, scheduler)
+        if forecast is not None:
+            print_etas(out, *forecast)
+
+
+def _forecast(
+    result: LoadResult, now: float, policy: str, history: str | None
+) -> tuple[Forecast, dict[str, str]]:
+    try:
+        return forecast_file(result, now, policy=policy, history=history)
+    except (EtaError, TraceError) as error:
+        err.print(f"error: {error}", style="red", highlight=False)
+        raise typer.Exit(2) from error
 
 
 def _load_valid(files: list[str]) -> LoadResult:

@@ -257,18 +257,22 @@ def _metadata(doc: Mapping[str, Any]) -> dict[str, Any]:
     return metadata
 
 
+GPUQ_PREFIX = "gpuq.dev/"  # gpuq's own labels and annotations (expected duration, user) follow the job
+
+
 def _workload_metadata(
     metadata: Mapping[str, Any], kind: str, name: str, label_keys: Iterable[str]
 ) -> dict[str, Any]:
     labels_in = metadata.get("labels") or {}
     labels = {key: labels_in[key] for key in label_keys if key in labels_in}
+    labels.update({key: value for key, value in labels_in.items() if key.startswith(GPUQ_PREFIX)})
     uid = str(metadata.get("uid") or "")
     if uid and len(uid) <= 63 and _LABEL_VALUE.match(uid):
         labels[JOB_UID_LABEL] = uid
     annotations = {
         k: v
         for k, v in (metadata.get("annotations") or {}).items()
-        if k.startswith(PROVREQ_ANNOTATION_PREFIX)
+        if k.startswith((PROVREQ_ANNOTATION_PREFIX, GPUQ_PREFIX))
     }
     annotations[SOURCE_ANNOTATION] = f"{kind}/{metadata['name']}"
     out: dict[str, Any] = {

@@ -49,12 +49,14 @@ class Profile:
     def levels(self) -> tuple[tuple[str, ...], ...]:
         """History keys from the closest peers to the whole cluster."""
         size = f"{self.gpus:g}"
-        return (
-            ("queue+user+size", self.namespace, self.queue, self.user, size),
+        coarser = (
             ("queue+size", self.namespace, self.queue, size),
             ("queue", self.namespace, self.queue),
             ("cluster",),
         )
+        if not self.user:  # an unknown user is nobody's peer
+            return coarser
+        return (("queue+user+size", self.namespace, self.queue, self.user, size), *coarser)
 
 
 @dataclass(frozen=True, slots=True)
