@@ -15,6 +15,7 @@ from rich.table import Table
 
 from gpuq import __version__
 from gpuq.api.diagnostics import Diagnostic
+from gpuq.api.kueue import parse_duration
 from gpuq.api.loader import LoadResult, load
 from gpuq.api.quantity import format_amount
 from gpuq.commands import client
@@ -32,7 +33,7 @@ from gpuq.core.placement.engine import Placer, WorkloadPlacement
 from gpuq.core.placement.scoring import CHOOSERS, inputs_for
 from gpuq.core.state import ClusterState
 from gpuq.core.topology import TopologyAssignment
-from gpuq.forecast.forecast import Forecast
+from gpuq.forecast.forecast import Forecast, ForecastSettings
 from gpuq.sim.traces.model import TraceError
 
 app = typer.Typer(
@@ -160,6 +161,14 @@ def admit(
             help="With --eta: a trace of finished runs (CSV/JSONL or a public trace) to learn runtimes from.",
         ),
     ] = None,
+    expected_arrivals: Annotated[
+        str | None,
+        typer.Option(
+            "--expected-arrivals",
+            help="With --eta: expect the workloads created in this past window (e.g. 1h) to be submitted "
+            "again over the same span ahead.",
+        ),
+    ] = None,
 ) -> None:
     """Run Kueue scheduling cycles on the snapshot the manifests describe and print the decisions.
 
@@ -189,7 +198,7 @@ def admit(
             highlight=False,
         )
     document = admit_document(run, scheduler)
-    forecast = _forecast(result, at, policy, history) if eta else None
+    forecast = _forecast(result, at, policy, history, expected_arrivals) if eta else None
     if output != OutputFormat.TABLE:
         if forecast is not None:
             document["forecast"] = eta_document(*forecast)
@@ -201,10 +210,18 @@ def admit(
 
 
 def _forecast(
-    result: LoadResult, now: float, policy: str, history: str | None
+    result: LoadResult, now: float, policy: str, history: str | None, arrivals: str | None
 ) -> tuple[Forecast, dict[str, str]]:
     try:
-        return forecast_file(result, now, policy=policy, history=history)
+        window = parse_duration(arrivals) if arrivals is not None else None
+        if window is not None and window <= 0:
+            raise ValueError(f"{arrivals!r} is not a positive duration")
+    except ValueError as error:
+        err.print(f"error: --expected-arrivals: {error}", style="red", highlight=False)
+        raise typer.Exit(2) from error
+    try:
+        settings = ForecastSettings(arrivals_window_s=window)
+        return forecast_file(result, now, policy=policy, history=history, settings=settings)
     except (EtaError, TraceError) as error:
         err.print(f"error: {error}", style="red", highlight=False)
         raise typer.Exit(2) from error

@@ -87,3 +87,26 @@ def test_a_bad_history_file_is_refused_by_name(tmp_path: Path, history: str, mes
     result = runner.invoke(app, ["admit", "--eta", "-f", SNAPSHOT, "--history", path])
     assert result.exit_code == 2
     assert f"--history {path}" in result.output and message in result.output
+
+
+def test_expected_arrivals_replay_the_recent_past(tmp_path: Path) -> None:
+    """A high-priority 8-GPU job submitted 30 minutes ago (now running) is expected again in 30
+    minutes; submitted while it runs, it would delay the new job until both runs end."""
+    snapshot = tmp_path / "snapshot.yaml"
+    text = (
+        Path(SNAPSHOT)
+        .read_text()
+        .replace('creationTimestamp: "2026-11-30T10:00:00Z"', 'creationTimestamp: "2026-11-30T10:30:00Z"')
+    )
+    snapshot.write_text(text)
+    quiet = forecast("-f", str(snapshot), "-f", JOB)["workloads"]["team-a/job-mine-93c02"]
+    busy = forecast("-f", str(snapshot), "-f", JOB, "--expected-arrivals", "1h")
+    # The replayed copy arrives at +30m, after the pending job: FIFO keeps the job first.
+    assert quiet["startAt"] == busy["workloads"]["team-a/job-mine-93c02"]["startAt"] == NOW + 3900
+    assert not any(key.startswith("team-a/expected-arrival") for key in busy["workloads"])
+
+
+@pytest.mark.parametrize("window", ["soon", "0s"])
+def test_a_bad_expected_arrivals_window_is_refused(window: str) -> None:
+    result = runner.invoke(app, ["admit", "--eta", "-f", SNAPSHOT, "--expected-arrivals", window])
+    assert result.exit_code == 2 and "--expected-arrivals" in result.output

@@ -102,10 +102,12 @@ def snapshot_of(
             running.append(RunningWorkload(workload, profile, started if started is not None else now))
         else:
             pending.append(PendingWorkload(workload, profile))
-    return (
-        Snapshot(now, result.config, result.nodes, tuple(running), tuple(pending), policy=policy),
-        problems,
+    # Every workload is a recent submission too, for forecasts that expect the past's arrivals again.
+    recent = tuple(PendingWorkload(r.workload, r.profile) for r in running) + tuple(pending)
+    snapshot = Snapshot(
+        now, result.config, result.nodes, tuple(running), tuple(pending), recent=recent, policy=policy
     )
+    return snapshot, problems
 
 
 def _pods_ready(model: kueue.Workload) -> float | None:
