@@ -10,7 +10,7 @@ list when given, else the base plus its ``extraConfig``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,8 +77,14 @@ class PreparedVariant:
     settings: SimSettings
     warnings: tuple[Diagnostic, ...]
 
-    def simulation(self, on_progress: Callable[[float], None] | None = None) -> Simulation:
-        """The simulation of this variant, ready to run."""
+    def simulation(
+        self,
+        on_progress: Callable[[float], None] | None = None,
+        *,
+        probes: Sequence[float] = (),
+        on_probe: Callable[[float, Simulation], None] | None = None,
+    ) -> Simulation:
+        """The simulation of this variant, ready to run (``probes``: see :class:`Simulation`)."""
         return Simulation(
             self.config,
             self.nodes,
@@ -87,6 +93,8 @@ class PreparedVariant:
             prices=self.prices,
             initially_down=self.initially_down,
             on_progress=on_progress,
+            probes=probes,
+            on_probe=on_probe,
         )
 
 

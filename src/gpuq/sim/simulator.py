@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import pairwise
 
 from gpuq.core.admission import Scheduler
 from gpuq.core.cycles import FlappingDetector
@@ -134,7 +135,14 @@ class Simulation:
         initially_down: Sequence[str] = (),
         on_progress: Callable[[float], None] | None = None,
         residents: Sequence[Resident] = (),
+        probes: Sequence[float] = (),
+        on_probe: Callable[[float, Simulation], None] | None = None,
     ) -> None:
+        """``probes``: sorted simulated times at which ``on_probe(t, simulation)`` sees the state, once
+        each, before the events of the first instant at or after ``t`` are applied (a live system
+        looking at the cluster at ``t``); probes after the simulated span are not called."""
+        if any(b < a for a, b in pairwise(probes)):
+            raise ValueError("probes must be sorted")
         self.config = config
         self.settings = settings
         self.placer = (
@@ -165,6 +173,9 @@ class Simulation:
         self._down = set(initially_down)
         self._residents = tuple(residents)
         self._on_progress = on_progress
+        self._probes = tuple(probes) if on_probe is not None else ()
+        self._on_probe = on_probe
+        self._next_probe = 0
         self._next_arrival = 0
         self._dirty = False
         self.passes = self.cycles = self.events = 0
@@ -190,6 +201,8 @@ class Simulation:
             now = self._next_time()
             if now is None or (horizon is not None and now > horizon):
                 break
+            if self._next_probe < len(self._probes):
+                self._probe(now)
             self._now = last = now
             self._apply_due(now)
             if self._dirty:
@@ -198,11 +211,32 @@ class Simulation:
             if self._on_progress is not None:
                 self._on_progress(now)
         end = horizon if horizon is not None else last
+        if self._next_probe < len(self._probes):
+            self._probe(end)
         self._close(end)
         capacity_mean = (
             self.recorder.capacity.integral(end) / end if end > 0 else self.recorder.capacity.value
         )
         return SimResult(self.runs, self.recorder, end, self.events, self.passes, self.cycles, capacity_mean)
+
+    @property
+    def now(self) -> float:
+        """The instant whose events were applied last."""
+        return self._now
+
+    @property
+    def down(self) -> frozenset[str]:
+        """Nodes out of service now."""
+        return frozenset(self._down)
+
+    def _probe(self, until: float) -> None:
+        """Show the state to every probe due at or before ``until`` (the next instant)."""
+        assert self._on_probe is not None
+        probes = self._probes
+        while self._next_probe < len(probes) and probes[self._next_probe] <= until:
+            at = probes[self._next_probe]
+            self._next_probe += 1
+            self._on_probe(at, self)
 
     def _seed_residents(self) -> None:
         """Time 0 of a simulation that starts from a running cluster: residents hold their quota and
