@@ -83,7 +83,7 @@ def test_table_rows_carry_the_why_and_the_devices() -> None:
         "message": "insufficient quota",
     }
     assert tables.workload_rows([workload]) == [
-        ("team-a", "a", "Job", "q", "-", "5", "Pending", "2m", "insufficient quota")
+        ("team-a", "a", "Job", "q", "-", "5", "Pending", "2m", "-", "insufficient quota")
     ]
     node = {"name": "box", "gpuModel": "A100-80GB", "gpus": 2, "devicesInUse": ["0"], "runningPods": 1}
     assert tables.node_rows([node]) == [("box", "A100-80GB", "1/2", "0", "1")]

@@ -124,6 +124,48 @@ def apply(
                 )
 
 
+def submit(
+    files: FilesOption,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Submit nothing: say when the workload would start if submitted now."),
+    ] = False,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Submit workloads (as apply does); with --dry-run, forecast when each would start instead."""
+    if not dry_run:
+        apply(files, server=server, token=token)
+        return
+    from gpuq.server.client import ClientError
+
+    with connect(server, token) as client:
+        for path, text in _texts(files):
+            try:
+                answer = client.dry_run_forecast(text)
+            except ClientError as error:
+                for diagnostic in error.diagnostics:
+                    diagnostic["text"] = str(diagnostic.get("text", "")).replace("<request>", path, 1)
+                error.message = f"{path}: {error.message}"
+                raise
+            for warning in answer.get("warnings", []):
+                line = str(warning.get("text", "")).replace("<request>", path, 1)
+                err.print(line, style="yellow", highlight=False, markup=False, soft_wrap=True)
+            out.print(dry_run_text(answer), highlight=False, markup=False, soft_wrap=True)
+
+
+def dry_run_text(answer: dict[str, Any]) -> str:
+    """``team-a/train would start in 12m at 14:05:00 (8m–25m)``, then its admission, end and runtime."""
+    name = f"{answer['namespace']}/{answer['name']}"
+    eta = answer.get("eta")
+    if not eta:
+        return f"{name}: no forecast (dry run: nothing was submitted)"
+    pairs = dict(tables.forecast_summary({"state": "Pending", "eta": eta}))
+    lines = [f"{name} would start {pairs['Start']} (UTC; dry run: nothing was submitted)"]
+    lines += [f"  {label.lower() + ':':<11}{pairs[label]}" for label in ("Admission", "End", "Runtime")]
+    return "\n".join(lines)
+
+
 def delete(
     kind: Annotated[
         str | None, typer.Argument(help="workload, clusterqueue, localqueue, resourceflavor...")
@@ -257,6 +299,11 @@ def describe_workload(
         return
     for label, value in tables.workload_summary(workload):
         out.print(f"{label + ':':<14}{value}", highlight=False, markup=False, soft_wrap=True)
+    forecast = tables.forecast_summary(workload)
+    if forecast:
+        out.print("Forecast:", highlight=False)
+        for label, value in forecast:
+            out.print(f"  {label + ':':<12}{value}", highlight=False, markup=False, soft_wrap=True)
     out.print(_table("Pods", tables.POD_COLUMNS, tables.pod_rows(workload["pods"])))
     out.print(_table("Conditions", tables.CONDITION_COLUMNS, tables.condition_rows(workload["conditions"])))
 

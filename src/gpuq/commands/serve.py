@@ -27,6 +27,7 @@ from gpuq.run.gpus import GPUDevice
 from gpuq.run.store import Store, StoreConflict, default_url
 
 if TYPE_CHECKING:
+    from gpuq.forecast.runtimes import EstimatorSettings
     from gpuq.run.loop import ControlLoop
     from gpuq.run.xid import XidWatcher
     from gpuq.server.runner import GpuMonitor
@@ -116,6 +117,20 @@ def serve(
             help="Run pods on a Ray cluster (an address, or 'local' to start one), not as local processes.",
         ),
     ] = None,
+    eta_low_quantile: Annotated[
+        float, typer.Option("--eta-low-quantile", min=0.0, max=1.0, help="ETAs: past runtimes' low quantile.")
+    ] = 0.5,
+    eta_high_quantile: Annotated[
+        float,
+        typer.Option("--eta-high-quantile", min=0.0, max=1.0, help="ETAs: past runtimes' high quantile."),
+    ] = 0.9,
+    eta_default_runtime: Annotated[
+        str,
+        typer.Option(
+            "--eta-default-runtime",
+            help="ETAs: the runtime of a job with no declaration nor history (1h, 30m).",
+        ),
+    ] = "1h",
 ) -> None:
     """Run the control plane: REST API, leader election, and (while leader) the control loop."""
     import uvicorn
@@ -123,10 +138,12 @@ def serve(
     from gpuq.server.app import create_app
     from gpuq.server.auth import ensure_admin
     from gpuq.server.context import client_address, context_path, write_context
+    from gpuq.server.forecasts import CacheSettings, ForecastCache
     from gpuq.server.runner import LoopRunner
 
     if policy not in CHOOSERS:
         raise _fail(f"unknown --policy {policy!r}; known: {', '.join(sorted(CHOOSERS))}")
+    forecast_settings = _forecast_settings(eta_low_quantile, eta_high_quantile, eta_default_runtime)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     url = database or default_url()
     workdir = workdir.expanduser().resolve()
@@ -149,6 +166,7 @@ def serve(
         lease_s=lease_seconds,
         gpus=monitor,
     )
+    forecasts = ForecastCache(runner.read, store, CacheSettings(estimator=forecast_settings))
     app = create_app(
         store,
         loop_status=runner.status,
@@ -157,6 +175,7 @@ def serve(
         queue_usage=runner.queue_usage,
         metrics=runner.metrics,
         metrics_open=metrics_open,
+        forecasts=forecasts,
     )
     stopping: list[int] = []
 
@@ -173,16 +192,29 @@ def serve(
         markup=False,
     )
     runner.start()
+    forecasts.start()
     try:
         if not stopping:
             uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
     finally:
+        forecasts.stop()
         runner.stop()
         if xids is not None:
             xids.close()
         store.close()
         listener.close()
         err.print("gpuq serve: stopped (pods terminated, leadership released)", highlight=False)
+
+
+def _forecast_settings(low: float, high: float, default_runtime: str) -> EstimatorSettings:
+    """The runtime estimator's settings from the ``--eta-*`` options, or a clear error."""
+    from gpuq.api.kueue import parse_duration
+    from gpuq.forecast.runtimes import EstimatorSettings
+
+    try:
+        return EstimatorSettings(low=low, high=high, default_s=parse_duration(default_runtime))
+    except ValueError as error:
+        raise _fail(f"--eta-low-quantile / --eta-high-quantile / --eta-default-runtime: {error}") from error
 
 
 def _gpu_monitor(node: Node, *, virtual: bool, idle_minutes: float) -> tuple[GpuMonitor, XidWatcher | None]:

@@ -21,7 +21,9 @@ from gpuq.run.store import Store, UserRecord
 from gpuq.server import dashboard, views
 from gpuq.server.auth import NODE, authorize, bearer_user
 from gpuq.server.errors import install_handlers, not_found
+from gpuq.server.forecasts import ForecastCache
 from gpuq.server.kinds import API_PREFIX
+from gpuq.server.routes_forecast import router as forecast_router
 from gpuq.server.routes_objects import router as objects_router
 from gpuq.server.routes_workloads import router as workloads_router
 from gpuq.server.runner import QueueUsage
@@ -40,6 +42,7 @@ def create_app(
     queue_usage: Callable[[], QueueUsage | None] | None = None,
     metrics: Callable[[], bytes] | None = None,
     metrics_open: bool = False,
+    forecasts: ForecastCache | None = None,
 ) -> FastAPI:
     """The API over ``store``.
 
@@ -48,6 +51,7 @@ def create_app(
     pods no node could hold; ``workdir`` is where the loop writes pod logs.
     ``queue_usage`` gives the dashboard the leader's quota usage (``LoopRunner.queue_usage``);
     ``metrics`` renders ``/metrics`` (absent: 404), open to anyone when ``metrics_open``.
+    ``forecasts`` gives workloads their ETAs and serves ``/forecast`` (absent: none is made).
     """
     app = FastAPI(
         title="gpuq control plane",
@@ -59,6 +63,7 @@ def create_app(
     app.state.nodes = tuple(nodes)
     app.state.workdir = workdir
     app.state.queue_usage = queue_usage
+    app.state.forecasts = forecasts
     install_handlers(app)
 
     @app.get("/healthz", tags=["cluster"], summary="Liveness: the process answers and the store is readable.")
@@ -79,6 +84,7 @@ def create_app(
     # Order matters: specific paths before the generic /{plural} routes of the objects router.
     app.include_router(cluster_router, prefix=API_PREFIX)
     app.include_router(workloads_router, prefix=API_PREFIX)
+    app.include_router(forecast_router, prefix=API_PREFIX)
     app.include_router(objects_router, prefix=API_PREFIX)
     return app
 

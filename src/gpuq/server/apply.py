@@ -14,7 +14,8 @@ A request is one YAML or JSON text of one or many documents (``kind: List`` expa
    or unchanged; a workload is created, or unchanged when the stored one has the same
    manifest, and any other stored workload of that name is a 409;
 5. write: objects first (a workload may name a LocalQueue of the same request), then
-   workloads, in request order.
+   workloads, in request order, each stamped with the ``gpuq.dev/submitted-by`` annotation
+   (the API user's name) unless it has one, so runtime history can be kept per user.
 
 Nothing is written unless steps 1-4 pass for every document, so an apply is all or
 nothing; only a concurrent writer between steps 3 and 5 can interleave (the store has
@@ -39,6 +40,7 @@ from gpuq.api.loader import expand_lists, load_texts, parse_documents
 from gpuq.api.references import workload_manifests
 from gpuq.core.model import Workload
 from gpuq.core.nodes import Node
+from gpuq.forecast.manifests import SUBMITTED_BY
 from gpuq.run.store import Store, StoreConflict
 from gpuq.server.errors import ApiError
 from gpuq.server.kinds import CLUSTER_KINDS, NAMESPACED_KINDS, REFUSED_KINDS, WORKLOAD, document_key
@@ -127,8 +129,7 @@ def plan_apply(
     store: Store, items: Sequence[Item], text: str, nodes: Sequence[Node]
 ) -> tuple[list[Planned], list[Diagnostic]]:
     """Steps 3 and 4: every item's action and the request's warnings, or an :class:`ApiError` (422, 409)."""
-    workloads: dict[tuple[str, str], Workload] = {}
-    warnings = _validate(store, items, text, nodes, workloads)
+    workloads, warnings = validate(store, items, text, nodes)
     if any(not item.key[0] for item in items):  # the loader reports these; never reached in practice
         raise ApiError(422, "a document has no kind or metadata.name")
     planned: list[Planned] = []
@@ -143,7 +144,9 @@ def plan_apply(
             continue
         workload = workloads[(namespace, name)]
         existing = store.get_workload(namespace, name)
-        if existing is not None and existing.manifest != _as_stored(item.document):
+        if existing is not None and existing.manifest != _as_stored(
+            stamped(item.document, _stamp_of(existing.manifest))
+        ):
             conflicts.append(
                 f"workload {namespace}/{name} already exists ({existing.state}) with another spec; "
                 "delete it first or choose another name"
@@ -155,16 +158,12 @@ def plan_apply(
     return planned, warnings
 
 
-def _validate(
-    store: Store,
-    items: Sequence[Item],
-    text: str,
-    nodes: Sequence[Node],
-    workloads: dict[tuple[str, str], Workload],
-) -> list[Diagnostic]:
-    """Load the request with the stored configuration; fill ``workloads`` by (namespace, source name).
+def validate(
+    store: Store, items: Sequence[Item], text: str, nodes: Sequence[Node]
+) -> tuple[dict[tuple[str, str], Workload], list[Diagnostic]]:
+    """Load the request with the stored configuration: its workloads by (namespace, source name).
 
-    Returns the loader's warnings about the request; raises 422 with every error, those
+    Returns them and the loader's warnings about the request; raises 422 with every error, those
     about stored objects included (a request must not build on a broken configuration).
     Pods no node of this control plane could hold are errors here, not warnings: the
     nodes are known, and such a workload would wait for ever.
@@ -186,15 +185,20 @@ def _validate(
         message = f"the manifests are not valid ({len(errors)} error(s)); nothing was applied"
         raise ApiError(422, message, errors)
     by_key = workload_manifests(result.manifests)
+    workloads: dict[tuple[str, str], Workload] = {}
     for workload in result.workloads:
         manifest = by_key.get((workload.namespace, workload.name))
         if manifest is not None and manifest.path == REQUEST:
             workloads[(workload.namespace, manifest.name)] = workload
-    return [d for d in result.warnings if d.path == REQUEST]
+    return workloads, [d for d in result.warnings if d.path == REQUEST]
 
 
-def execute(store: Store, planned: Sequence[Planned], *, now: float | None = None) -> list[dict[str, Any]]:
-    """Step 5: write what changes; the results in request order with the actions really taken."""
+def execute(
+    store: Store, planned: Sequence[Planned], *, now: float | None = None, user: str = ""
+) -> list[dict[str, Any]]:
+    """Step 5: write what changes; the results in request order with the actions really taken.
+
+    ``user``: the API user submitting, stamped into new workloads (see :func:`stamped`)."""
     now = time.time() if now is None else now
     actions: dict[int, str] = {}
     for index, plan in enumerate(planned):
@@ -206,8 +210,9 @@ def execute(store: Store, planned: Sequence[Planned], *, now: float | None = Non
             if plan.action == "created":
                 _, namespace, name = plan.item.key
                 try:
+                    document = stamped(plan.item.document, user)
                     store.add_workload(
-                        namespace, name, plan.queue, plan.item.kind, plan.item.document, plan.priority, now
+                        namespace, name, plan.queue, plan.item.kind, document, plan.priority, now
                     )
                 except StoreConflict as error:  # submitted by someone else since step 4
                     raise ApiError(409, f"{error}; the documents before it were applied") from error
@@ -217,3 +222,25 @@ def execute(store: Store, planned: Sequence[Planned], *, now: float | None = Non
 def _as_stored(document: dict[str, Any]) -> Any:
     """What the store would hand back for ``document`` (JSON round trip: lists, not tuples)."""
     return json.loads(json.dumps(document))
+
+
+def stamped(document: dict[str, Any], user: str) -> dict[str, Any]:
+    """``document`` with ``gpuq.dev/submitted-by: user`` unless it names a submitter already (or no user)."""
+    metadata = document.get("metadata")
+    if not user or not isinstance(metadata, dict):
+        return document
+    annotations = metadata.get("annotations")
+    if isinstance(annotations, dict) and SUBMITTED_BY in annotations:
+        return document
+    out = copy.deepcopy(document)
+    out["metadata"]["annotations"] = {
+        **(annotations if isinstance(annotations, dict) else {}),
+        SUBMITTED_BY: user,
+    }
+    return out
+
+
+def _stamp_of(manifest: dict[str, Any]) -> str:
+    """The submitter a stored manifest was stamped with: a re-apply of the unstamped file is unchanged."""
+    annotations = (manifest.get("metadata") or {}).get("annotations")
+    return str(annotations.get(SUBMITTED_BY, "")) if isinstance(annotations, dict) else ""

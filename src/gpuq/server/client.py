@@ -60,6 +60,11 @@ class ApiClient:
         params = {"dryRun": "true"} if dry_run else {}
         return self.request("POST", "/apply", content=text.encode(), headers=headers, params=params).json()
 
+    def dry_run_forecast(self, text: str) -> Any:
+        """``POST /forecast/dry-run``: when would this workload manifest start if submitted now."""
+        headers = {"Content-Type": "application/yaml"}
+        return self.request("POST", "/forecast/dry-run", content=text.encode(), headers=headers).json()
+
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         url = path if path.startswith("/apis/") or path == "/healthz" else f"{API_PREFIX}{path}"
         try:

@@ -28,8 +28,9 @@ from gpuq.api.quantity import MILLI_RESOURCES
 from gpuq.run.store import EventRecord, PodRecord, Store, UserRecord, WorkloadRecord
 from gpuq.run.store.convert import event_record
 from gpuq.run.store.models import EventRow
-from gpuq.server import views
+from gpuq.server import tables, views
 from gpuq.server.auth import is_admin, readable_namespaces
+from gpuq.server.forecasts import ForecastCache, workload_eta
 from gpuq.server.runner import QueueUsage, QuotaBar
 
 router = APIRouter(include_in_schema=False)
@@ -166,12 +167,19 @@ def render_content(request: Request, user: UserRecord, now: float) -> str:
     running = [w for w in mine if w.state in views.HOLDING_QUOTA]
     pods = {w.id: store.pods_of(w.id) for w in running}
     live = store.running_pods()
+    cache: ForecastCache | None = getattr(request.app.state, "forecasts", None)
+    etas = {
+        (w.namespace, w.name): tables.eta_text(
+            {"state": w.state, "eta": workload_eta(cache, w.namespace, w.name)}, now
+        )
+        for w in mine
+    }
     return "".join(
         (
             _status(dict(report()) if report is not None else None, now),
             _queues(store, usage() if usage is not None else None, workloads, lq_to_cq),
-            _pending(pending, now),
-            _running(running, pods, now),
+            _pending(pending, now, etas),
+            _running(running, pods, now, etas),
             _nodes(request.app.state.nodes, live, {w.id: w for w in mine}),
             _events(recent_events(store, namespaces, EVENTS_SHOWN), now),
         )
@@ -234,17 +242,23 @@ def _quota(bar: QuotaBar) -> str:
     )
 
 
-def _pending(entries: Sequence[Mapping[str, Any]], now: float) -> str:
+def _pending(entries: Sequence[Mapping[str, Any]], now: float, etas: Mapping[tuple[str, str], str]) -> str:
     rows = [
         (_e(e["clusterQueue"] or "?"), _e(e["positionInClusterQueue"] + 1), _wl(e["namespace"], e["name"]),
-         _e(e["localQueue"]), _e(e["priority"]), _ago(e["createdAt"], now), _e(e["reason"]))
+         _e(e["localQueue"]), _e(e["priority"]), _ago(e["createdAt"], now),
+         _e(etas.get((e["namespace"], e["name"]), "-")), _e(e["reason"]))
         for e in entries
     ]  # fmt: skip
-    headers = ("ClusterQueue", "#", "workload", "LocalQueue", "priority", "waiting", "why it waits")
+    headers = ("ClusterQueue", "#", "workload", "LocalQueue", "priority", "waiting", "ETA", "why it waits")
     return _section("Pending workloads (queue order)", headers, rows, "Nothing is waiting.")
 
 
-def _running(records: Sequence[WorkloadRecord], pods: Mapping[int, Sequence[PodRecord]], now: float) -> str:
+def _running(
+    records: Sequence[WorkloadRecord],
+    pods: Mapping[int, Sequence[PodRecord]],
+    now: float,
+    etas: Mapping[tuple[str, str], str],
+) -> str:
     rows = []
     for record in records:
         since = record.started_at or record.admitted_at
@@ -254,9 +268,10 @@ def _running(records: Sequence[WorkloadRecord], pods: Mapping[int, Sequence[PodR
         ]
         rows.append(
             (_wl(record.namespace, record.name), _e(record.cluster_queue or ""), _tag(record.state),
-             _ago(since, now) if since else "", "<br>".join(lines) or "<span class='muted'>no pod yet</span>")
+             _ago(since, now) if since else "", _e(etas.get((record.namespace, record.name), "-")),
+             "<br>".join(lines) or "<span class='muted'>no pod yet</span>")
         )  # fmt: skip
-    headers = ("workload", "ClusterQueue", "state", "since", "pods: node and GPUs")
+    headers = ("workload", "ClusterQueue", "state", "since", "ETA", "pods: node and GPUs")
     return _section("Admitted and running workloads", headers, rows, "Nothing is running.")
 
 

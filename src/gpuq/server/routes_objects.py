@@ -47,15 +47,20 @@ def _store(request: Request) -> Store:
 async def apply_manifests(
     request: Request, user: User, dry_run: Annotated[bool, Query(alias="dryRun")] = False
 ) -> dict[str, Any]:
+    text = await request_text(request)
+    result: dict[str, Any] = await run_in_threadpool(_apply, request, user, text, dry_run)
+    return result
+
+
+async def request_text(request: Request) -> str:
+    """The body of a manifest request as text: 413 when too large, 400 when not UTF-8."""
     body = await request.body()
     if len(body) > MAX_BODY_BYTES:
         raise ApiError(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
     try:
-        text = body.decode("utf-8")
+        return body.decode("utf-8")
     except UnicodeDecodeError as error:
         raise ApiError(400, f"the request body is not UTF-8: {error}") from error
-    result: dict[str, Any] = await run_in_threadpool(_apply, request, user, text, dry_run)
-    return result
 
 
 def _apply(request: Request, user: UserRecord, text: str, dry_run: bool) -> dict[str, Any]:
@@ -65,7 +70,11 @@ def _apply(request: Request, user: UserRecord, text: str, dry_run: bool) -> dict
             authorize(user, "apply", item.key[0], item.key[1], shown=item.kind)
     store = _store(request)
     planned, warnings = apply.plan_apply(store, items, text, request.app.state.nodes)
-    results = [p.item.result(p.action) for p in planned] if dry_run else apply.execute(store, planned)
+    results = (
+        [p.item.result(p.action) for p in planned]
+        if dry_run
+        else apply.execute(store, planned, user=user.name)
+    )
     return {
         "dryRun": dry_run,
         "results": results,

@@ -17,6 +17,7 @@ from gpuq.run.store import PodRecord, Store, UserRecord, WorkloadRecord
 from gpuq.server import views
 from gpuq.server.auth import EVENT, Verb, authorize, bearer_user, readable_namespaces
 from gpuq.server.errors import ApiError, not_found
+from gpuq.server.forecasts import ForecastCache, workload_eta
 from gpuq.server.kinds import WORKLOAD
 from gpuq.server.watch import watch_gate
 
@@ -29,6 +30,12 @@ MAX_TAIL = 100_000
 def _store(request: Request) -> Store:
     store: Store = request.app.state.store
     return store
+
+
+def _view(request: Request, record: WorkloadRecord, **parts: Any) -> dict[str, Any]:
+    """A workload's view with its ETA from the latest forecast, when this replica makes forecasts."""
+    cache: ForecastCache | None = getattr(request.app.state, "forecasts", None)
+    return views.workload_view(record, eta=workload_eta(cache, record.namespace, record.name), **parts)
 
 
 def _visible(user: UserRecord, records: Iterable[WorkloadRecord]) -> list[WorkloadRecord]:
@@ -49,7 +56,7 @@ def list_all_workloads(
     request: Request, user: User, version: Version, state: str | None = None, queue: str | None = None
 ) -> dict[str, Any]:
     records = _visible(user, _store(request).list_workloads(states=[state] if state else None))
-    items = [views.workload_view(r) for r in records if queue is None or r.queue_name == queue]
+    items = [_view(request, r) for r in records if queue is None or r.queue_name == queue]
     return {"resourceVersion": version, "items": items}
 
 
@@ -59,15 +66,15 @@ def list_workloads(
 ) -> dict[str, Any]:
     authorize(user, "list", WORKLOAD, namespace)
     records = _store(request).list_workloads(states=[state] if state else None, namespace=namespace)
-    return {"resourceVersion": version, "items": [views.workload_view(r) for r in records]}
+    return {"resourceVersion": version, "items": [_view(request, r) for r in records]}
 
 
 @router.get("/namespaces/{namespace}/workloads/{name}", summary="One workload with pods and conditions.")
 def get_workload(request: Request, namespace: str, name: str, user: User) -> dict[str, Any]:
     record = _workload(request, user, "get", namespace, name)
     store = _store(request)
-    return views.workload_view(
-        record, pods=store.pods_of(record.id), conditions=store.conditions(record.id), manifest=True
+    return _view(
+        request, record, pods=store.pods_of(record.id), conditions=store.conditions(record.id), manifest=True
     )
 
 

@@ -21,6 +21,7 @@ WORKLOAD_COLUMNS = (
     "priority",
     "state",
     "age",
+    "eta",
     "message",
 )
 CLUSTER_QUEUE_COLUMNS = ("name", "cohort", "nominal quota", "pending", "admitted")
@@ -47,6 +48,80 @@ def clock(at: float | None) -> str:
     return "-" if at is None else datetime.fromtimestamp(at, UTC).strftime("%H:%M:%S")
 
 
+def span(seconds: float) -> str:
+    """A duration as people read it: ``45s``, ``12m``, ``2h05m``, ``3d04h``."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+
+
+def _in(at: float, now: float) -> str:
+    return "now" if at <= now else f"in {span(at - now)}"
+
+
+def _range(bounds: dict[str, Any] | None, now: float) -> str:
+    """`` (8m–25m)``: a range relative to ``now``; empty when both ends read the same."""
+    bounds = bounds or {}
+    earliest, latest = bounds.get("earliest"), bounds.get("latest")
+    if earliest is None:
+        return ""
+    low = span(earliest - now)
+    high = span(latest - now) if latest is not None else "?"
+    return "" if low == high else f" ({low}–{high})"
+
+
+FINISHED = ("Succeeded", "Failed", "Inactive")
+
+
+def eta_text(workload: dict[str, Any], now: float | None = None) -> str:
+    """The ETA column: ``in 12m (8m–25m)`` for a waiting workload, ``ends in 30m`` for a running one,
+    ``—`` beyond the forecast's horizon, ``-`` without a forecast, nothing once finished."""
+    now = time.time() if now is None else now
+    eta = workload.get("eta")
+    if workload.get("state") in FINISHED:
+        return ""
+    if not eta:
+        return "-"
+    if workload.get("state") == "Running" or eta.get("state") == "Running":
+        end = eta.get("endAt")
+        return "—" if end is None else f"ends {_in(end, now)}{_range(eta.get('endRange'), now)}"
+    start = eta.get("startAt")
+    return "—" if start is None else f"{_in(start, now)}{_range(eta.get('startRange'), now)}"
+
+
+def forecast_summary(workload: dict[str, Any], now: float | None = None) -> list[tuple[str, str]]:
+    """``describe workload``'s forecast: predicted admission, start (with its range) and end, and the
+    runtime estimate with where it came from; nothing for a finished workload."""
+    now = time.time() if now is None else now
+    if workload.get("state") in FINISHED:
+        return []
+    eta = workload.get("eta")
+    if not eta:
+        return [("Forecast", "none yet (the leader forecasts every few seconds; see docs/serve.md)")]
+    horizon = span(eta.get("horizonSeconds") or 0)
+
+    def when(at: float | None, bounds: dict[str, Any] | None = None) -> str:
+        if at is None:
+            return f"beyond the forecast horizon ({horizon})"
+        return f"{_in(at, now)} at {clock(at)}{_range(bounds, now)}"
+
+    runtime = eta["runtime"]
+    low, high = span(runtime["lowSeconds"]), span(runtime["highSeconds"])
+    pairs = [("Forecast", f"made {age(eta['computedAt'], now)} ago")]
+    if eta["state"] == "Pending" and workload.get("state") == "Pending":
+        pairs.append(("Admission", when(eta.get("admitAt"))))
+    if eta["state"] != "Running" and workload.get("state") != "Running":
+        pairs.append(("Start", when(eta.get("startAt"), eta.get("startRange"))))
+    pairs.append(("End", when(eta.get("endAt"), eta.get("endRange"))))
+    pairs.append(("Runtime", f"{low if low == high else f'{low}–{high}'} ({runtime['text']})"))
+    return pairs
+
+
 def workload_rows(items: list[dict[str, Any]]) -> list[Row]:
     return [
         (
@@ -58,6 +133,7 @@ def workload_rows(items: list[dict[str, Any]]) -> list[Row]:
             str(w["priority"]),
             w["state"],
             age(w["createdAt"]),
+            eta_text(w),
             w["message"],
         )
         for w in items

@@ -38,8 +38,10 @@ def workload_view(
     pods: Sequence[PodRecord] | None = None,
     conditions: Sequence[ConditionRecord] | None = None,
     manifest: bool = False,
+    eta: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A workload: state, queues, priority, admission, times, why it waits; pods and history when given."""
+    """A workload: state, queues, priority, admission, times, why it waits; pods and history when given;
+    ``eta``: its latest forecast (``gpuq.server.forecasts.eta_view``; None when it has none)."""
     view: dict[str, Any] = {
         "namespace": record.namespace,
         "name": record.name,
@@ -57,6 +59,7 @@ def workload_view(
         "startedAt": record.started_at,
         "finishedAt": record.finished_at,
         "resourceVersion": record.resource_version,
+        "eta": dict(eta) if eta is not None else None,
     }
     if pods is not None:
         view["pods"] = [pod_view(p) for p in pods]
