@@ -21,6 +21,7 @@ from gpuq.api.quantity import format_amount
 from gpuq.commands import client
 from gpuq.commands.eta import EtaError, eta_document, forecast_file, print_etas
 from gpuq.commands.export import export_app
+from gpuq.commands.forecast import forecast_accuracy
 from gpuq.commands.nodes import node_detail, nodes_document
 from gpuq.commands.pack import pack
 from gpuq.commands.serve import serve, users_app
@@ -45,6 +46,7 @@ get_app = typer.Typer(help="List objects of a snapshot (nodes).", no_args_is_hel
 describe_app = typer.Typer(help="Show one object of a snapshot in detail (node).", no_args_is_help=True)
 app.command("pack")(pack)
 app.command("simulate")(simulate)
+app.command("forecast-accuracy")(forecast_accuracy)
 app.add_typer(export_app, name="export")
 app.add_typer(trace_app, name="trace")
 app.add_typer(get_app, name="get")
