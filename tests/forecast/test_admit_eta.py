@@ -53,7 +53,7 @@ def test_runtimes_learned_from_a_history_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("annotation", "warning"),
-    [("soon", "not a duration"), ("-5m", "not a duration"), ("0s", "is not positive")],
+    [("soon", "not a duration"), ("-5m", "not a duration"), ("0s", "must be a positive duration")],
 )
 def test_an_unreadable_expected_duration_is_ignored_with_a_warning(
     tmp_path: Path, annotation: str, warning: str
@@ -64,7 +64,9 @@ def test_an_unreadable_expected_duration_is_ignored_with_a_warning(
     )
     mine = forecast("-f", SNAPSHOT, "-f", str(job))["workloads"]["team-a/job-mine-93c02"]
     assert mine["runtime"]["source"] == "default (3600s, no history)"
-    assert warning in mine["warning"] and "gpuq.dev/expected-duration ignored" in mine["warning"]
+    assert (
+        warning in mine["warning"] and f"ignored gpuq.dev/expected-duration='{annotation}'" in mine["warning"]
+    )
 
 
 def test_the_table_shows_when_each_workload_starts() -> None:

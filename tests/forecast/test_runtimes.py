@@ -104,3 +104,22 @@ def test_negative_or_infinite_runtimes_are_not_learned() -> None:
     estimator.add(Finished(ALICE_8, -5))
     estimator.add(Finished(ALICE_8, float("inf")))
     assert estimator.estimate(ALICE_8).source == Source.DEFAULT
+
+
+@pytest.mark.parametrize(
+    ("pod_sets", "gpus"),
+    [
+        ([("main", 4, {"nvidia.com/gpu": 2})], 8.0),
+        ([("main", 3, {"gpuq.dev/gpu-milli": 500})], 1.5),
+        ([("launcher", 1, {"cpu": 1000}), ("workers", 2, {"nvidia.com/gpu": 8})], 16.0),
+    ],
+    ids=["whole GPUs", "shares of one GPU", "a CPU launcher beside GPU workers"],
+)
+def test_a_workload_size_counts_every_pod(
+    pod_sets: list[tuple[str, int, dict[str, int]]], gpus: float
+) -> None:
+    from gpuq.core.model import PodSet, Workload
+    from gpuq.forecast.manifests import total_gpus
+
+    workload = Workload("team-a", "w", "q", tuple(PodSet(n, c, r) for n, c, r in pod_sets))
+    assert total_gpus(workload) == gpus

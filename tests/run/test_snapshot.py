@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from gpuq.forecast.forecast import forecast
+from gpuq.forecast.manifests import expected_duration
 from gpuq.forecast.runtimes import Profile, RuntimeEstimator, Source
 from gpuq.run.loop import ControlLoop
 from gpuq.run.snapshot import (
@@ -16,7 +17,6 @@ from gpuq.run.snapshot import (
     ProfileBook,
     build_snapshot,
     capture,
-    expected_duration,
     manifest_profile,
 )
 from gpuq.run.store import Store

@@ -8,6 +8,7 @@ since its ``PodsReady`` condition (else since its quota reservation); the others
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from gpuq.api import kueue
 from gpuq.api.kueue import parse_duration
 from gpuq.api.loader import LoadResult
 from gpuq.core.model import Workload
+from gpuq.core.nodes import gpu_demand
 from gpuq.forecast.forecast import PendingWorkload, RunningWorkload, Snapshot
 from gpuq.forecast.runtimes import EXPECTED_DURATION, USER_LABEL, Finished, Profile
 from gpuq.sim.traces.model import TraceJob
@@ -42,16 +44,31 @@ def declared(model: kueue.Workload, deadline_s: float | None = None) -> Declared
     user = meta.labels.get(USER_LABEL) or meta.annotations.get(SUBMITTED_BY, "")
     limits = [d for d in (deadline_s, model.spec.maximum_execution_time_seconds) if d is not None]
     deadline = float(min(limits)) if limits else None
-    written = meta.annotations.get(EXPECTED_DURATION)
-    if written is None:
-        return Declared(user, None, deadline)
+    expected, problem = expected_duration(meta.annotations.get(EXPECTED_DURATION))
+    return Declared(user, expected, deadline, problem)
+
+
+def expected_duration(value: str | None) -> tuple[float | None, str]:
+    """Seconds from a ``gpuq.dev/expected-duration`` annotation (``30m``, ``2h``, ``1h30m``, ``900``), or
+    None with why it was ignored."""
+    if value is None:
+        return None, ""
+    text = value.strip()
     try:
-        expected = parse_duration(written)
-    except ValueError as error:
-        return Declared(user, None, deadline, f"{EXPECTED_DURATION} ignored: {error}")
-    if expected <= 0:
-        return Declared(user, None, deadline, f"{EXPECTED_DURATION} ignored: {written!r} is not positive")
-    return Declared(user, expected, deadline)
+        seconds = float(text) if _is_number(text) else parse_duration(text)
+    except ValueError:
+        return None, f"ignored {EXPECTED_DURATION}={value!r}: not a duration (e.g. 30m, 2h, 1h30m, 900)"
+    if not math.isfinite(seconds) or seconds <= 0:
+        return None, f"ignored {EXPECTED_DURATION}={value!r}: must be a positive duration"
+    return seconds, ""
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def profile_of(workload: Workload, facts: Declared) -> Profile:
@@ -66,12 +83,8 @@ def profile_of(workload: Workload, facts: Declared) -> Profile:
 
 
 def total_gpus(workload: Workload) -> float:
-    """Whole GPUs plus shares (``gpu-milli``) over every pod of every pod set."""
-    total = 0.0
-    for pod_set in workload.pod_sets:
-        per_pod = pod_set.requests.get("nvidia.com/gpu", 0) + pod_set.requests.get("gpu-milli", 0) / 1000
-        total += per_pod * pod_set.count
-    return total
+    """GPUs of the whole workload: pods × each pod's GPUs (a share of one counts as its fraction)."""
+    return sum(ps.count * gpu_demand(ps.requests).total_milli / 1000 for ps in workload.pod_sets)
 
 
 def snapshot_of(

@@ -15,7 +15,6 @@ read, so history is never read twice.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,11 +24,11 @@ from sqlalchemy import select
 from gpuq.api import convert, kueue
 from gpuq.api.sources import to_workload
 from gpuq.core.model import ClusterConfig, Workload
-from gpuq.core.nodes import Node, gpu_demand
+from gpuq.core.nodes import Node
 from gpuq.core.placement.engine import PodBinding
 from gpuq.forecast.forecast import PendingWorkload, RunningWorkload, Snapshot
-from gpuq.forecast.manifests import declared
-from gpuq.forecast.runtimes import EXPECTED_DURATION, Finished, Profile
+from gpuq.forecast.manifests import declared, total_gpus
+from gpuq.forecast.runtimes import Finished, Profile
 from gpuq.run.loop import ControlLoop
 from gpuq.run.pods import Tracked, pod_key
 from gpuq.run.store import Store, WorkloadRecord
@@ -130,15 +129,10 @@ def _profile(live: LiveWorkload, profiles: Mapping[int, ProfiledManifest]) -> Pr
     if known is not None:
         return known.profile
     workload = live.workload
-    return Profile(workload.namespace, workload.queue_name, gpus=workload_gpus(workload))
+    return Profile(workload.namespace, workload.queue_name, gpus=total_gpus(workload))
 
 
 # -- profiles --------------------------------------------------------------------------------------------
-
-
-def workload_gpus(workload: Workload) -> float:
-    """GPUs of the whole workload: pods × each pod's GPUs (a share of one counts as its fraction)."""
-    return sum(ps.count * gpu_demand(ps.requests).total_milli / 1000 for ps in workload.pod_sets)
 
 
 def manifest_profile(namespace: str, queue: str, manifest: Mapping[str, Any]) -> ProfiledManifest:
@@ -150,32 +144,8 @@ def manifest_profile(namespace: str, queue: str, manifest: Mapping[str, Any]) ->
     except Exception as error:  # the loop refuses such a workload; its profile is only a name
         return ProfiledManifest(Profile(namespace, queue), f"manifest unreadable: {error}")
     facts = declared(model, _deadline(manifest))
-    expected, note = expected_duration(model.metadata.annotations.get(EXPECTED_DURATION))
-    profile = Profile(namespace, queue, facts.user, workload_gpus(workload), expected, facts.deadline_s)
-    return ProfiledManifest(profile, note)
-
-
-def expected_duration(value: str | None) -> tuple[float | None, str]:
-    """Seconds from a ``gpuq.dev/expected-duration`` annotation (``30m``, ``2h``, ``1h30m``, ``900``), or
-    None with why it was ignored."""
-    if value is None:
-        return None, ""
-    text = value.strip()
-    try:
-        seconds = float(text) if _is_number(text) else kueue.parse_duration(text)
-    except ValueError:
-        return None, f"ignored {EXPECTED_DURATION}={value!r}: not a duration (e.g. 30m, 2h, 1h30m, 900)"
-    if not math.isfinite(seconds) or seconds <= 0:
-        return None, f"ignored {EXPECTED_DURATION}={value!r}: must be a positive duration"
-    return seconds, ""
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+    profile = Profile(namespace, queue, facts.user, total_gpus(workload), facts.expected_s, facts.deadline_s)
+    return ProfiledManifest(profile, facts.problem)
 
 
 def _deadline(manifest: Mapping[str, Any]) -> float | None:
