@@ -285,7 +285,20 @@ def test_command_reports_per_band_as_json_and_table(scenario: Path) -> None:
     assert document["estimator"] == {"low": 0.5, "high": 0.9, "min_runs": 1}
     assert [b["band"] for b in document["bands"]] == ["1-9", "10-99", "100-999", "1000+"]
     assert document["overall"]["predictions"] > 0
-    table = runner.invoke(app, ["forecast-accuracy", "-f", str(scenario), "--every", "25s", "--probes", "2"])
+    table = runner.invoke(
+        app,
+        [
+            "forecast-accuracy",
+            "-f",
+            str(scenario),
+            "--every",
+            "25s",
+            "--probes",
+            "2",
+            "--arrivals-window",
+            "1m",
+        ],
+    )
     assert table.exit_code == 0, table.output
     assert "Forecast accuracy: tiny (baseline), 2 probes" in table.stdout
     assert "runtime sources:" in table.stdout

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from gpuq.api.kueue import parse_duration
-from gpuq.forecast.forecast import ForecastSettings
+from gpuq.forecast.forecast import DEFAULT_HORIZON_S, ForecastSettings
 from gpuq.forecast.replay import Accuracy, BandAccuracy, ProbeStats, accuracy, probe_times
 from gpuq.forecast.runtimes import EstimatorSettings
 from gpuq.sim.scenario import PreparedVariant, ScenarioError, load_workloads, plan_scenario, prepare
@@ -60,6 +60,13 @@ def forecast_accuracy(
     horizon: Annotated[
         str | None, typer.Option("--horizon", help="How far each forecast looks ahead (default 720h).")
     ] = None,
+    arrivals: Annotated[
+        str | None,
+        typer.Option(
+            "--arrivals-window",
+            help="Expect the submissions of this past window again over the same span ahead.",
+        ),
+    ] = None,
     output: Annotated[AccuracyFormat, typer.Option("--output", "-o", help="table or json.")] = (
         AccuracyFormat.TABLE
     ),
@@ -72,15 +79,18 @@ def forecast_accuracy(
         interval = parse_duration(every)
         first = parse_duration(start) if start is not None else interval
         last = parse_duration(until) if until is not None else None
-        ahead = ForecastSettings(horizon_s=parse_duration(horizon)) if horizon else ForecastSettings()
+        ahead = ForecastSettings(
+            horizon_s=parse_duration(horizon) if horizon else DEFAULT_HORIZON_S,
+            arrivals_window_s=parse_duration(arrivals) if arrivals else None,
+        )
         if interval <= 0:
             raise ValueError("--every must be positive")
     except ValueError as error:
         _fail(str(error))
     scenario, prepared = _prepare(files, variant)
     if last is None:
-        arrivals = max((j.workload.creation_time for j in prepared.jobs), default=0.0)
-        last = prepared.settings.horizon_s or arrivals
+        submitted = max((j.workload.creation_time for j in prepared.jobs), default=0.0)
+        last = prepared.settings.horizon_s or submitted
     times = probe_times(first, interval, last, probes)
     if not times:
         _fail(f"no probe time between {first:g}s and {last:g}s")

@@ -49,6 +49,7 @@ class Replay:
 
     estimator: RuntimeEstimator = field(default_factory=RuntimeEstimator)
     profile_of: ProfileOf = default_profile
+    recent_s: float | None = None  # keep the workloads submitted this long before (expected arrivals)
     _profiles: dict[str, Profile] = field(default_factory=dict, init=False, repr=False)
     _learned: set[str] = field(default_factory=set, init=False, repr=False)
 
@@ -67,7 +68,11 @@ class Replay:
         unplaced = scheduler.unplaced
         running: list[RunningWorkload] = []
         pending: list[PendingWorkload] = []
+        recent: list[PendingWorkload] = []
+        since = at - self.recent_s if self.recent_s else None
         for key, run in simulation.runs.items():
+            if since is not None and run.job.workload.creation_time >= since:
+                recent.append(PendingWorkload(run.job.workload, self.profile(run)))
             if run.status in HELD:
                 held = admitted.get(key)
                 if held is None:
@@ -91,6 +96,7 @@ class Replay:
             running=tuple(running),
             pending=tuple(pending),
             down=tuple(sorted(simulation.down)),
+            recent=tuple(recent),
             policy=simulation.settings.policy,
             startup_s=simulation.settings.startup_s,
         )
@@ -214,13 +220,14 @@ def accuracy(
     """Run the simulation ``build(probes, callback)`` makes, forecasting at each probe; score them."""
     started = time.perf_counter()
     estimator_settings = settings or EstimatorSettings()
-    replay = Replay(RuntimeEstimator(estimator_settings), profile_of)
+    ahead = forecast_settings or ForecastSettings()
+    replay = Replay(RuntimeEstimator(estimator_settings), profile_of, ahead.arrivals_window_s)
     predictions: list[Prediction] = []
     stats: list[ProbeStats] = []
 
     def probe(at: float, simulation: Simulation) -> None:
         snapshot = replay.snapshot(simulation, at)
-        result = forecast(snapshot, replay.estimator, forecast_settings or ForecastSettings())
+        result = forecast(snapshot, replay.estimator, ahead)
         found = predictions_at(snapshot, result, simulation.runs)
         predictions.extend(found)
         stat = ProbeStats(at, len(snapshot.running), len(snapshot.pending), len(found), result.took_s)
