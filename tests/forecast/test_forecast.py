@@ -18,7 +18,7 @@ from gpuq.forecast.forecast import (
     Snapshot,
     forecast,
 )
-from gpuq.forecast.runtimes import Finished, Profile, RuntimeEstimator, Source
+from gpuq.forecast.runtimes import EstimatorSettings, Finished, Profile, RuntimeEstimator, Source
 
 NOW = 1_000_000.0
 
@@ -209,7 +209,7 @@ def test_nodes_still_provisioning_start_the_queue_when_they_arrive(tmp_path: Pat
 def test_history_quantiles_give_a_range(tmp_path: Path) -> None:
     base = snapshot_base(tmp_path, quotas={"team-a": 8})
     history = [Finished(Profile("team-a", "q", gpus=8), float(s)) for s in (100, 200, 300, 400, 500)]
-    estimator = RuntimeEstimator.from_history(history)
+    estimator = RuntimeEstimator.from_history(history, EstimatorSettings(low=0.5, high=0.9))
     snapshot = Snapshot(
         NOW,
         base.config,

@@ -54,7 +54,8 @@ def test_quantiles_interpolate_between_ranks(q: float, expected: float) -> None:
 )
 def test_estimates_by_source(profile: Profile, elapsed: float, expected: tuple[float, float, Source]) -> None:
     estimator = RuntimeEstimator.from_history(
-        history(ALICE_8, 100, 200, 300, 400, 500) + history(Profile("team-a", "q", "carol", 8), 1800, 2000)
+        history(ALICE_8, 100, 200, 300, 400, 500) + history(Profile("team-a", "q", "carol", 8), 1800, 2000),
+        EstimatorSettings(low=0.5, high=0.9),
     )
     estimate = estimator.remaining(profile, elapsed)
     assert (estimate.low_s, estimate.high_s, estimate.source) == pytest.approx(expected)

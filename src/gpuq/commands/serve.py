@@ -23,15 +23,16 @@ from rich.table import Table
 
 from gpuq.core.nodes import Node
 from gpuq.core.placement.scoring import CHOOSERS
+from gpuq.forecast.runtimes import EstimatorSettings
 from gpuq.run.gpus import GPUDevice
 from gpuq.run.store import Store, StoreConflict, default_url
 
 if TYPE_CHECKING:
-    from gpuq.forecast.runtimes import EstimatorSettings
     from gpuq.run.loop import ControlLoop
     from gpuq.run.xid import XidWatcher
     from gpuq.server.runner import GpuMonitor
 
+ESTIMATES = EstimatorSettings()  # the runtime estimator's defaults, shown by --help
 out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 users_app = typer.Typer(
@@ -119,11 +120,11 @@ def serve(
     ] = None,
     eta_low_quantile: Annotated[
         float, typer.Option("--eta-low-quantile", min=0.0, max=1.0, help="ETAs: past runtimes' low quantile.")
-    ] = 0.5,
+    ] = ESTIMATES.low,
     eta_high_quantile: Annotated[
         float,
         typer.Option("--eta-high-quantile", min=0.0, max=1.0, help="ETAs: past runtimes' high quantile."),
-    ] = 0.9,
+    ] = ESTIMATES.high,
     eta_default_runtime: Annotated[
         str,
         typer.Option(
@@ -209,7 +210,6 @@ def serve(
 def _forecast_settings(low: float, high: float, default_runtime: str) -> EstimatorSettings:
     """The runtime estimator's settings from the ``--eta-*`` options, or a clear error."""
     from gpuq.api.kueue import parse_duration
-    from gpuq.forecast.runtimes import EstimatorSettings
 
     try:
         return EstimatorSettings(low=low, high=high, default_s=parse_duration(default_runtime))

@@ -51,9 +51,7 @@ def _team_jobs(team: TeamArrivals, horizon: float, rng: random.Random) -> list[T
     prefix = team.name_prefix or team.queue
     cpu = to_amount("cpu", team.cpu_per_pod) if team.cpu_per_pod is not None else None
     memory = to_amount("memory", team.memory_per_pod) if team.memory_per_pod is not None else None
-    tolerations = tuple(
-        Toleration(t.key, t.operator, t.value, t.effect) for t in team.tolerations
-    )
+    tolerations = tuple(Toleration(t.key, t.operator, t.value, t.effect) for t in team.tolerations)
     rate = team.arrivals_per_hour / 3600 if team.arrivals_per_hour else 0.0
     jobs: list[TraceJob] = []
     time = team.start
