@@ -20,9 +20,7 @@ TRACES = Path("/work/shared/traces")
 PHILLY = TRACES / "philly" / "philly_jobs_sia.csv.xz"
 OPENB = TRACES / "openb" / "openb_pod_list_default.csv"
 DLRM = TRACES / "alibaba-dlrm-v2025" / "disaggregated_DLRM_trace.csv.xz"
-HEADER = (
-    "name,namespace,queue,submit_s,duration_s,priority,pods,gpus,cpu,memory,gpu_model,checkpoint_s,status"  # noqa: E501
-)
+HEADER = "name,namespace,queue,submit_s,duration_s,priority,pods,gpus,cpu,memory,gpu_model,checkpoint_s,status"  # noqa: E501
 GOOD = "ok,team-a,a,5,60,,,1,,,,,"
 GiB = 2**30
 MiB = 2**20
@@ -105,35 +103,23 @@ def test_generic_jsonl_reads_numbers_and_strings_and_skips_blank_lines(tmp_path:
         ("x,team-a,a,5,60,,,two,,,,,", "gpus 'two': not a number of GPUs"),
         ("x,team-a,a,5,60,,,,,,,,", "missing gpus"),
         (",team-a,a,5,60,,,1,,,,,", "missing name"),
-        (
-            "Bad_Name,team-a,a,5,60,,,1,,,,,",
-            "name 'Bad_Name': must be a lowercase RFC 1123 subdomain (lowercase letters, digits, '-' and '.')",
-        ),
-        (
-            "x,Team A,a,5,60,,,1,,,,,",
-            "namespace 'Team A': must be a lowercase RFC 1123 label (lowercase letters, digits and '-')",
-        ),
+        ("Bad_Name,team-a,a,5,60,,,1,,,,,",
+         "name 'Bad_Name': must be a lowercase RFC 1123 subdomain (lowercase letters, digits, '-' and '.')"),
+        ("x,Team A,a,5,60,,,1,,,,,",
+         "namespace 'Team A': must be a lowercase RFC 1123 label (lowercase letters, digits and '-')"),
         ("x,team-a,,5,60,,,1,,,,,", "missing queue"),
-        (
-            "x,team-a,a,5,60,,,1,lots,,,,",
-            "cpu 'lots': is not a quantity (expected e.g. 500m, 10Gi, 1e3, 1.5)",
-        ),
+        ("x,team-a,a,5,60,,,1,lots,,,,",
+         "cpu 'lots': is not a quantity (expected e.g. 500m, 10Gi, 1e3, 1.5)"),
         ("x,team-a,a,5,60,,,1,,-1Gi,,,", "memory '-1Gi': must be 0 or more"),
         ("x,team-a,a,5,60,,,1,,100Ti,,,", "memory '100Ti': more than any node holds: check the unit"),
-        (
-            "x,team-a,a,5,60,High Prio,,1,,,,,",
-            "priority 'High Prio': neither an integer nor a priority class name "
-            "(must be a lowercase RFC 1123 subdomain (lowercase letters, digits, '-' and '.'))",
-        ),
-        (
-            "x,team-a,a,5,60,9999999999,,1,,,,,",
-            "priority '9999999999': outside the int32 range of Kueue priorities",
-        ),
+        ("x,team-a,a,5,60,High Prio,,1,,,,,",
+         "priority 'High Prio': neither an integer nor a priority class name "
+         "(must be a lowercase RFC 1123 subdomain (lowercase letters, digits, '-' and '.'))"),
+        ("x,team-a,a,5,60,9999999999,,1,,,,,",
+         "priority '9999999999': outside the int32 range of Kueue priorities"),
         ("x,team-a,a,5,60,,,1,,,,0,", "checkpoint_s '0': must be greater than 0"),
-        (
-            "x,team-a,a,5,60,,,1,,,,,crashed",
-            "status 'crashed': must be completed, succeeded, failed or empty",
-        ),
+        ("x,team-a,a,5,60,,,1,,,,,crashed",
+         "status 'crashed': must be completed, succeeded, failed or empty"),
         ("x,team-a,a,5,60,,,1,,,,", "12 fields where the header has 13"),
         ("ok,team-a,a,7,60,,,1,,,,,", "name 'ok': duplicate in namespace 'team-a' (first at line 2)"),
     ],
@@ -180,14 +166,10 @@ def test_generic_bad_row_names_line_column_and_value(tmp_path: Path, row: str, m
     [
         ("{not json", "not JSON: Expecting property name enclosed in double quotes (column 2)"),
         ("[1, 2]", "not a JSON object (got list)"),
-        (
-            '{"name": "x", "namespace": "team-a", "queue": "a", "submit_s": 1, "duration_s": 2, "gpus": true}',
-            "gpus True: must be a number or a string",
-        ),
-        (
-            '{"name": "x", "namespace": "team-a", "queue": "a", "submit_s": 1, "duration_s": 2}',
-            "missing gpus",
-        ),
+        ('{"name": "x", "namespace": "team-a", "queue": "a", "submit_s": 1, "duration_s": 2, "gpus": true}',
+         "gpus True: must be a number or a string"),
+        ('{"name": "x", "namespace": "team-a", "queue": "a", "submit_s": 1, "duration_s": 2}',
+         "missing gpus"),
     ],
     ids=["broken json", "an array", "a boolean value", "a missing key"],
 )
@@ -273,10 +255,8 @@ def test_generic_csv_with_mapping_takes_queues_from_the_group_column(tmp_path: P
     [
         ("groups: {}\nqueues: {}\n", "unknown key(s) queues (known: field, default, groups)"),
         ("groups:\n  a: {namespace: ns}\n", "groups.a: missing queue"),
-        (
-            "groups:\n  a: {namespace: ns, queue: Q_1}\n",
-            "groups.a.queue: invalid name 'Q_1': must be a lowercase",
-        ),
+        ("groups:\n  a: {namespace: ns, queue: Q_1}\n",
+         "groups.a.queue: invalid name 'Q_1': must be a lowercase"),
         ("groups:\n  a: {namespace: ns, queue: q, cohort: c}\n", "groups.a: unknown key(s) cohort"),
         ('groups:\n  "re:(": {namespace: ns, queue: q}\n', "groups: key 're:(': invalid regular expression"),
         ("groups:\n  1.50: {namespace: ns, queue: q}\n", "groups: key 1.5 is not text: quote it"),
@@ -437,6 +417,7 @@ def test_openb_first_rows_match_the_file() -> None:
         TraceJob(
             "openb-pod-0002", "ls", "ls", 1558381.0, 11344579.0, 1, 1000, 12000, 24 * GiB, source_line=4
         ),
+
     )
 
 
@@ -570,21 +551,12 @@ def test_node_pools_map_known_models_and_define_the_others() -> None:
     ("name", "text", "message"),
     [
         ("machines.csv", "a,b\n", "not a known machine list (names start with: openb_node_list, "),
-        (
-            "openb_node_list_x.csv",
-            "sn,cpu_milli,memory_mib,gpu,model\nn-0,96000,1024,8,\n",
-            ":2: 8 GPUs of model (none): both or neither expected",
-        ),
-        (
-            "pai_machine_spec.csv",
-            "machine,gpu_type,cap_cpu,cap_mem,cap_gpu\nm,T4,96,lots,2\n",
-            ":2: memory: 'lotsGi' is not a quantity",
-        ),
-        (
-            "node_info_df.csv",
-            "gpu_model,gpu_capacity_num,cpu_num\nA10,one,128\n",
-            ":2: 'one' is not a whole number of GPUs or CPUs",
-        ),
+        ("openb_node_list_x.csv", "sn,cpu_milli,memory_mib,gpu,model\nn-0,96000,1024,8,\n",
+         ":2: 8 GPUs of model (none): both or neither expected"),
+        ("pai_machine_spec.csv", "machine,gpu_type,cap_cpu,cap_mem,cap_gpu\nm,T4,96,lots,2\n",
+         ":2: memory: 'lotsGi' is not a quantity"),
+        ("node_info_df.csv", "gpu_model,gpu_capacity_num,cpu_num\nA10,one,128\n",
+         ":2: 'one' is not a whole number of GPUs or CPUs"),
     ],
     ids=["an unknown file name", "gpus without a model", "memory that is not a number", "gpus in words"],
 )
