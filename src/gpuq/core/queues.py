@@ -64,8 +64,48 @@ def shape_of(workload: Workload) -> tuple[object, ...]:
     )
 
 
+class _Group:
+    """Workloads of one shape outside the heap, ordered (a heap of order keys; the dict is the truth)."""
+
+    __slots__ = ("members", "order")
+
+    def __init__(self) -> None:
+        self.members: dict[str, Workload] = {}
+        self.order: list[tuple[int, float, str, str]] = []
+
+    def add(self, workload: Workload) -> None:
+        self.members[workload.key] = workload
+        heapq.heappush(
+            self.order,
+            (-workload.priority, workload.creation_time, workload.uid or workload.key, workload.key),
+        )
+
+    def merge(self, other: _Group) -> None:
+        self.members.update(other.members)
+        self.order.extend(other.order)
+        heapq.heapify(self.order)
+
+    def first(self) -> Workload | None:
+        """The first workload in queue order, without removing it."""
+        while self.order:
+            key = self.order[0][3]
+            if key in self.members:
+                return self.members[key]
+            heapq.heappop(self.order)
+        return None
+
+
 class ClusterQueueQueue:
-    """One ClusterQueue's pending workloads."""
+    """One ClusterQueue's pending workloads.
+
+    Workloads parked together by shape (§5.4) stay grouped: a wake puts only each
+    group's first workload in the heap, as its shape's representative, and the
+    others follow it outside the heap. They are no less active: whenever the
+    representative leaves the heap without its shape being parked (admitted,
+    deleted, parked alone), the next follower takes its place, so the heap's head
+    is always the first active workload in queue order. A wake and a re-park thus
+    cost per shape, not per workload.
+    """
 
     def __init__(self, name: str, strategy: QueueingStrategy) -> None:
         self.name = name
@@ -73,38 +113,59 @@ class ClusterQueueQueue:
         self._heap: list[HeapEntry] = []
         self._entries: dict[str, Workload] = {}  # in the heap (lazy deletion by generation)
         self._generation: dict[str, int] = {}
-        self.inadmissible: dict[str, Workload] = {}
         self._key_by_gen: dict[int, str] = {}
         self._shapes: dict[str, tuple[object, ...]] = {}
-        self._by_shape: dict[tuple[object, ...], dict[str, None]] = {}  # active keys per shape
+        self._by_shape: dict[tuple[object, ...], dict[str, None]] = {}  # heap keys per shape
         self._latest: dict[str, HeapEntry] = {}  # each queued workload's latest heap entry
+        self._parked: dict[tuple[object, ...], _Group] = {}  # inadmissible, by shape
+        self._following: dict[tuple[object, ...], _Group] = {}  # active behind their representative
+        self._representative: dict[tuple[object, ...], str] = {}  # shape -> heap key the followers follow
         self._sticky: str | None = None
         self._counter = 0
 
     def __len__(self) -> int:
-        return len(self._entries) + len(self.inadmissible)
+        return self.active_count + self.inadmissible_count
 
     @property
     def active_count(self) -> int:
-        return len(self._entries)
+        return len(self._entries) + sum(len(g.members) for g in self._following.values())
+
+    @property
+    def inadmissible_count(self) -> int:
+        return sum(len(g.members) for g in self._parked.values())
+
+    @property
+    def inadmissible(self) -> dict[str, Workload]:
+        """The parked workloads (a copy; for reports and metrics)."""
+        return {key: w for group in self._parked.values() for key, w in group.members.items()}
 
     def push(self, workload: Workload) -> None:
         heapq.heappush(self._heap, self._activate(workload))
         if len(self._heap) > COMPACT_FACTOR * len(self._entries) + COMPACT_SLACK:
             self._compact()
 
+    def _shape(self, workload: Workload) -> tuple[object, ...]:
+        shape = self._shapes.get(workload.key)
+        if shape is None:
+            shape = self._shapes[workload.key] = shape_of(workload)
+        return shape
+
+    def _leave_groups(self, key: str, shape: tuple[object, ...]) -> None:
+        for groups in (self._parked, self._following):
+            group = groups.get(shape)
+            if group is not None and group.members.pop(key, None) is not None and not group.members:
+                del groups[shape]
+
     def _activate(self, workload: Workload) -> HeapEntry:
-        """Make ``workload`` active under a new generation; its heap entry, for the caller to add."""
+        """Make ``workload`` active in the heap under a new generation; its heap entry, for the caller."""
         key = workload.key
-        self.inadmissible.pop(key, None)
+        shape = self._shape(workload)
+        self._leave_groups(key, shape)
         self._counter += 1
         self._key_by_gen.pop(self._generation.get(key, -1), None)
         self._generation[key] = self._counter
         self._key_by_gen[self._counter] = key
         self._entries[key] = workload
-        shape = self._shapes.get(key)
-        if shape is None:
-            shape = self._shapes[key] = shape_of(workload)
         self._by_shape.setdefault(shape, {})[key] = None
         sticky = 0 if key == self._sticky else 1
         entry = (sticky, -workload.priority, workload.creation_time, workload.uid or key, self._counter)
@@ -130,15 +191,32 @@ class ClusterQueueQueue:
         return None
 
     def _deactivate(self, key: str) -> Workload | None:
-        """Take ``key`` out of the active heap (its heap entry is dropped lazily)."""
+        """Take ``key`` out of the heap (its heap entry is dropped lazily); a representative hands
+        its place to the next follower of its shape."""
         workload = self._entries.pop(key, None)
         if workload is not None:
-            self._by_shape.get(self._shapes[key], {}).pop(key, None)
+            shape = self._shapes[key]
+            self._by_shape.get(shape, {}).pop(key, None)
+            if self._representative.get(shape) == key:
+                self._promote(shape)
         return workload
 
+    def _promote(self, shape: tuple[object, ...]) -> None:
+        del self._representative[shape]
+        group = self._following.get(shape)
+        if group is None:
+            return
+        first = group.first()
+        assert first is not None  # an empty group is removed
+        self.push(first)
+        if shape in self._following:
+            self._representative[shape] = first.key
+
     def delete(self, key: str) -> None:
+        shape = self._shapes.get(key)
         self._deactivate(key)
-        self.inadmissible.pop(key, None)
+        if shape is not None:
+            self._leave_groups(key, shape)
         self._generation.pop(key, None)
         self._shapes.pop(key, None)
         self._latest.pop(key, None)
@@ -165,33 +243,59 @@ class ClusterQueueQueue:
                 self.push(workload)
             return False
         self._deactivate(key)
-        self.inadmissible[key] = workload
+        self._leave_groups(key, self._shape(workload))
+        self._parked.setdefault(self._shape(workload), _Group()).add(workload)
         return True
 
     def park_equivalent(self, workload: Workload) -> list[str]:
-        """Move every queued workload shaped like ``workload`` to the inadmissible set (§5.4)."""
+        """Park every active workload shaped like ``workload`` (§5.4); the keys that left the heap
+        (its followers go with them, as a group)."""
         shape = self._shapes.get(workload.key) or shape_of(workload)
         moved = list(self._by_shape.pop(shape, {}))
+        parked = self._parked.get(shape)
+        if parked is None:
+            parked = self._parked[shape] = _Group()
         for key in moved:
-            self.inadmissible[key] = self._entries.pop(key)
+            parked.add(self._entries.pop(key))
+        self._representative.pop(shape, None)
+        following = self._following.pop(shape, None)
+        if following is not None:
+            parked.merge(following)
+        if not parked.members:
+            del self._parked[shape]
         return moved
 
     def requeue_inadmissible(self) -> int:
-        """Return every inadmissible workload to the heap (capacity may have changed).
-
-        Many at once are appended and the heap rebuilt in one pass, rather than pushed one by one.
-        """
-        waiting = list(self.inadmissible.values())
-        self.inadmissible.clear()
-        if len(waiting) < BULK_REQUEUE:
-            for workload in waiting:
-                self.push(workload)
-        else:
-            for workload in waiting:
-                self._activate(workload)
-            self._compact()
-        return len(waiting)
+        """Make every parked workload active again (capacity may have changed): per shape, the first
+        enters the heap and the others follow it."""
+        woken = self.inadmissible_count
+        parked, self._parked = self._parked, {}
+        for shape, group in parked.items():
+            if self._sticky is not None and self._sticky in group.members:
+                self.push(group.members.pop(self._sticky))  # the sticky head sorts first on its own
+            first = group.first()
+            if first is None:
+                continue
+            current = self._representative.get(shape)
+            if current is None or _order(first) < _order(self._entries[current]):
+                group.members.pop(first.key)
+                self.push(first)
+                self._representative[shape] = first.key
+            if not group.members:
+                continue
+            following = self._following.get(shape)
+            if following is None:
+                self._following[shape] = group
+            else:
+                following.merge(group)
+        return woken
 
     def pending(self) -> Iterable[Workload]:
         yield from self._entries.values()
-        yield from self.inadmissible.values()
+        for groups in (self._following, self._parked):
+            for group in list(groups.values()):
+                yield from group.members.values()
+
+
+def _order(workload: Workload) -> tuple[int, float, str]:
+    return (-workload.priority, workload.creation_time, workload.uid or workload.key)
