@@ -251,3 +251,83 @@ def test_requeueing_many_keeps_queue_order_and_a_bounded_heap() -> None:
         order.append(head.key)
         queue.delete(head.key)
     assert order == [w.key for w in expected]
+
+
+class _ReferenceQueue:
+    """The queue without grouping: every active workload in one ordered set, every parked one in another."""
+
+    def __init__(self) -> None:
+        self.active: dict[str, Workload] = {}
+        self.parked: dict[str, Workload] = {}
+        self.sticky: str | None = None
+
+    def head(self) -> Workload | None:
+        def order(w: Workload) -> tuple[int, int, float, str]:
+            return (0 if w.key == self.sticky else 1, -w.priority, w.creation_time, w.uid or w.key)
+
+        return min(self.active.values(), key=order, default=None)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_grouped_parking_behaves_like_parking_every_workload(seed: int) -> None:
+    """Random pushes, admissions, parks (alone and by shape), wakes, deletions and sticky heads: the
+    grouped queue's head, counts and members always equal the plain model's."""
+    import random
+
+    from gpuq.core.model import PodSet, QueueingStrategy
+    from gpuq.core.queues import ClusterQueueQueue, RequeueReason, shape_of
+
+    rng = random.Random(seed)
+    queue = ClusterQueueQueue("cq", QueueingStrategy.BEST_EFFORT_FIFO)
+    reference = _ReferenceQueue()
+    made = 0
+    for _ in range(600):
+        op = rng.choices(
+            ["push", "admit", "park", "alone", "wake", "delete", "sticky"], [6, 3, 3, 1, 2, 1, 1]
+        )[0]
+        head = reference.head()
+        if op == "push" or head is None:
+            made += 1
+            gpus = rng.choice([1, 2, 8])
+            workload = Workload(
+                "ns",
+                f"w{made}",
+                "q",
+                (PodSet("main", 1, {"nvidia.com/gpu": gpus}),),
+                priority=rng.choice([0, 0, 100]),
+                creation_time=float(rng.randrange(50)),
+                uid=f"{made:05d}",
+            )
+            queue.push(workload)
+            reference.active[workload.key] = workload
+        elif op == "admit":
+            queue.delete(head.key)
+            del reference.active[head.key]
+        elif op in ("park", "alone"):
+            assert queue.requeue(head, RequeueReason.NO_FIT)
+            reference.parked[head.key] = reference.active.pop(head.key)
+            if op == "park":
+                queue.park_equivalent(head)
+                for key, w in list(reference.active.items()):
+                    if shape_of(w) == shape_of(head):
+                        reference.parked[key] = reference.active.pop(key)
+        elif op == "wake":
+            assert queue.requeue_inadmissible() == len(reference.parked)
+            reference.active.update(reference.parked)
+            reference.parked.clear()
+        elif op == "delete":
+            key = rng.choice(sorted(reference.active) + sorted(reference.parked))
+            queue.delete(key)
+            reference.active.pop(key, None)
+            reference.parked.pop(key, None)
+            if reference.sticky == key:
+                reference.sticky = None
+        else:
+            queue.requeue(head, RequeueReason.PENDING_PREEMPTION)
+            reference.sticky = head.key
+        expected = reference.head()
+        got = queue.head()
+        assert (got.key if got else None) == (expected.key if expected else None), op
+        assert queue.active_count == len(reference.active)
+        assert queue.inadmissible_count == len(reference.parked)
+        assert sorted(w.key for w in queue.pending()) == sorted([*reference.active, *reference.parked])
