@@ -75,15 +75,18 @@ class _Group:
 
     def add(self, workload: Workload) -> None:
         self.members[workload.key] = workload
-        heapq.heappush(
-            self.order,
-            (-workload.priority, workload.creation_time, workload.uid or workload.key, workload.key),
-        )
+        heapq.heappush(self.order, _group_entry(workload))
+        if len(self.order) > COMPACT_FACTOR * len(self.members) + COMPACT_SLACK:
+            self.order = [_group_entry(w) for w in self.members.values()]  # drop stale entries
+            heapq.heapify(self.order)
 
-    def merge(self, other: _Group) -> None:
-        self.members.update(other.members)
-        self.order.extend(other.order)
-        heapq.heapify(self.order)
+    def merge(self, other: _Group) -> _Group:
+        """The union of both groups: the larger one, with the smaller's members added one by one
+        (re-sorting the larger group at every park would cost per workload again)."""
+        large, small = (self, other) if len(self.members) >= len(other.members) else (other, self)
+        for workload in small.members.values():
+            large.add(workload)
+        return large
 
     def first(self) -> Workload | None:
         """The first workload in queue order, without removing it."""
@@ -260,7 +263,7 @@ class ClusterQueueQueue:
         self._representative.pop(shape, None)
         following = self._following.pop(shape, None)
         if following is not None:
-            parked.merge(following)
+            parked = self._parked[shape] = parked.merge(following)
         if not parked.members:
             del self._parked[shape]
         return moved
@@ -284,10 +287,7 @@ class ClusterQueueQueue:
             if not group.members:
                 continue
             following = self._following.get(shape)
-            if following is None:
-                self._following[shape] = group
-            else:
-                following.merge(group)
+            self._following[shape] = group if following is None else following.merge(group)
         return woken
 
     def pending(self) -> Iterable[Workload]:
@@ -295,6 +295,10 @@ class ClusterQueueQueue:
         for groups in (self._following, self._parked):
             for group in list(groups.values()):
                 yield from group.members.values()
+
+
+def _group_entry(workload: Workload) -> tuple[int, float, str, str]:
+    return (-workload.priority, workload.creation_time, workload.uid or workload.key, workload.key)
 
 
 def _order(workload: Workload) -> tuple[int, float, str]:
