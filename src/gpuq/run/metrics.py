@@ -118,7 +118,7 @@ class ControlPlaneCollector(Collector):
         )
         for name, queue in sorted(scheduler.queues.items()):
             pending.add_metric([name, "active"], queue.active_count)
-            pending.add_metric([name, "inadmissible"], len(queue.inadmissible))
+            pending.add_metric([name, "inadmissible"], queue.inadmissible_count)
             active.add_metric([name], len(scheduler.state.by_queue.get(name, {})))
             node = scheduler.state.tree.cluster_queues.get(name)
             if node is None:
