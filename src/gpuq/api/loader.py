@@ -45,6 +45,23 @@ from gpuq.core.nodes import Node
 STDIN = "<stdin>"
 SUFFIXES = (".yaml", ".yml", ".json")
 _YamlLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+FOREIGN_KINDS = frozenset(
+    {
+        ("", "ConfigMap"),
+        ("", "ResourceQuota"),
+        ("networking.k8s.io", "NetworkPolicy"),
+        ("rbac.authorization.k8s.io", "Role"),
+        ("rbac.authorization.k8s.io", "RoleBinding"),
+        ("rbac.authorization.k8s.io", "ClusterRole"),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+        ("monitoring.coreos.com", "PrometheusRule"),
+        ("karpenter.sh", "NodePool"),
+        ("karpenter.k8s.aws", "EC2NodeClass"),
+        ("cloud.google.com", "ComputeClass"),
+    }
+)
+"""(API group, kind) of objects that ``gpuq export k8s`` writes beside the configuration and that
+decide nothing gpuq simulates: skipped silently, so an exported directory loads back."""
 
 
 @dataclass(frozen=True)
@@ -270,6 +287,8 @@ def read_manifest(
     if sources is not None and sources.is_source(api_version, kind):
         return _read_source(document, sources, diagnostics, broken)
     model = kueue.model_for(api_version, kind)
+    if model is None and (kueue.split_api_version(api_version)[0], kind) in FOREIGN_KINDS:
+        return None
     if model is None:
         message = f"unknown kind {kind!r} in apiVersion {api_version!r}"
         diagnostics.append(_doc_error(document, ("kind",), message))

@@ -1,4 +1,4 @@
-"""``gpuq export``: configuration for the systems around gpuq (Prometheus alert rules)."""
+"""``gpuq export``: configuration for the systems around gpuq (Prometheus alert rules, Kubernetes)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,14 @@ from typing import Annotated, Any
 import typer
 import yaml
 
+from gpuq.api.loader import load
+from gpuq.k8s.export import build_export, check_export, render_stream, write_export
+from gpuq.k8s.export_common import ExportOptions, KueueVersion, PodSecurityLevel, Provisioner
+from gpuq.k8s.export_validate import ExportInvalid, schema_version
+
 export_app = typer.Typer(
-    help="Write configuration for other systems (Prometheus alert rules).", no_args_is_help=True
+    help="Write configuration for other systems (Prometheus alert rules, Kubernetes manifests).",
+    no_args_is_help=True,
 )
 
 
@@ -105,3 +111,72 @@ def alerts(
         pending_minutes=pending_minutes,
     )
     sys.stdout.write(yaml.safe_dump(rules, sort_keys=False))
+
+
+@export_app.command("k8s")
+def k8s(
+    files: Annotated[
+        list[str], typer.Option("-f", "--filename", help="Manifest files or directories ('-' for stdin).")
+    ],
+    output: Annotated[
+        str | None,
+        typer.Option("-o", "--output", help="Directory to write; stdout (one stream) when left out."),
+    ] = None,
+    provisioner: Annotated[
+        Provisioner,
+        typer.Option("--provisioner", help="Node objects: GKE ComputeClasses or Karpenter NodePools."),
+    ] = "gke",
+    kubernetes_version: Annotated[
+        str, typer.Option("--kubernetes-version", help="Kubernetes version whose schemas check core kinds.")
+    ] = "1.33",
+    kueue_version: Annotated[
+        KueueVersion, typer.Option("--kueue-version", help="Kueue API version to write.")
+    ] = "v1beta1",
+    pod_security: Annotated[
+        PodSecurityLevel, typer.Option("--pod-security", help="Pod Security Standard of team namespaces.")
+    ] = "restricted",
+    monitoring_namespace: Annotated[
+        str, typer.Option("--monitoring-namespace", help="Namespace of Prometheus (scrapes team pods).")
+    ] = "monitoring",
+    gpu_operator_namespace: Annotated[
+        str,
+        typer.Option("--gpu-operator-namespace", help="Namespace of the NVIDIA GPU operator's ConfigMaps."),
+    ] = "gpu-operator",
+    node_class: Annotated[
+        str, typer.Option("--node-class", help="Karpenter EC2NodeClass the NodePools refer to.")
+    ] = "default",
+) -> None:
+    """Write the configuration as Kubernetes manifests for a real Kueue cluster (docs/kubernetes.md)."""
+    options = ExportOptions(
+        provisioner=provisioner,
+        kueue_version=kueue_version,
+        kubernetes_version=kubernetes_version,
+        pod_security=pod_security,
+        monitoring_namespace=monitoring_namespace,
+        gpu_operator_namespace=gpu_operator_namespace,
+        node_class=node_class,
+    )
+    try:
+        schema_version(kubernetes_version)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--kubernetes-version") from None
+    result = load(files)
+    for diagnostic in result.diagnostics:
+        typer.echo(str(diagnostic), err=True)
+    if result.config is None:
+        raise typer.Exit(1)
+    exported = build_export(result, options, alert_rules())
+    try:
+        check_export(exported, options)
+    except ExportInvalid as err:
+        for problem in err.problems:
+            typer.echo(f"invalid: {problem}", err=True)
+        typer.echo("nothing written", err=True)
+        raise typer.Exit(1) from None
+    if output is None:
+        sys.stdout.write(render_stream(exported))
+        if exported.gpuq_files():
+            typer.echo("note: gpuq-only objects (NodePools, ...) are written only with -o DIR", err=True)
+        return
+    for path in write_export(exported, output):
+        typer.echo(f"wrote {path}", err=True)

@@ -1,0 +1,105 @@
+"""NVIDIA device plugin and mig-parted ConfigMaps for node pools whose GPUs are shared.
+
+Formats follow NVIDIA's k8s-device-plugin and the GPU operator's documentation:
+
+* ``gpuq-device-plugin-<pool>``: the device plugin's config file under the key
+  ``<pool>`` (``version: v1``, ``flags.migStrategy`` single / mixed / none, and for
+  time-slicing ``sharing.timeSlicing.resources[]`` with ``replicas`` and
+  ``renameByDefault``). The GPU operator picks a key per node from the label
+  ``nvidia.com/device-plugin.config`` (:func:`node_config_labels`).
+* ``gpuq-mig-parted-<pool>``: a mig-parted config (``config.yaml``) with one
+  ``mig-configs`` entry named ``<pool>``: ``devices: all`` when every GPU has
+  the same layout, else one entry per GPU index; MIG Manager applies it to nodes
+  labelled ``nvidia.com/mig.config=<pool>``.
+
+Pools with fractional sharing (HAMi-style) or none get no ConfigMap. On GKE the
+node pool's own GPU sharing settings take the place of these files.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import yaml
+
+from gpuq.api import machines
+from gpuq.api.diagnostics import Manifest
+from gpuq.api.nodes_convert import effective_model, sharing_of
+from gpuq.core.gpus import GPUCatalogue
+from gpuq.core.mig import MigLayoutError, expand_layout
+from gpuq.core.nodes import SharingMode
+from gpuq.k8s.export_common import ExportOptions, Obj, first_models, make
+
+DEVICE_PLUGIN_LABEL = "nvidia.com/device-plugin.config"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+_MIG_STRATEGY = {SharingMode.MIG_SINGLE: "single", SharingMode.MIG_MIXED: "mixed"}
+_SHARED_MODES = (SharingMode.MIG_SINGLE, SharingMode.MIG_MIXED, SharingMode.TIME_SLICING)
+
+
+def node_config_labels(pool: machines.NodePool) -> dict[str, str]:
+    """Labels that make the GPU operator apply the pool's configs to its nodes (none when unshared)."""
+    mode = sharing_of(pool.spec.gpu).mode
+    labels = {DEVICE_PLUGIN_LABEL: str(pool.metadata.name)} if mode in _SHARED_MODES else {}
+    if mode in _MIG_STRATEGY:
+        labels[MIG_CONFIG_LABEL] = str(pool.metadata.name)
+    return labels
+
+
+def device_plugin_config(pool: machines.NodePool) -> dict[str, object] | None:
+    """The device plugin config file for a pool, or None when its GPUs are not MIG or time-sliced."""
+    sharing = sharing_of(pool.spec.gpu)
+    if sharing.mode in _MIG_STRATEGY:
+        return {"version": "v1", "flags": {"migStrategy": _MIG_STRATEGY[sharing.mode]}}
+    if sharing.mode != SharingMode.TIME_SLICING:
+        return None
+    resource = {"name": "nvidia.com/gpu", "replicas": sharing.replicas}
+    time_slicing = {"renameByDefault": sharing.rename_by_default, "resources": [resource]}
+    return {"version": "v1", "flags": {"migStrategy": "none"}, "sharing": {"timeSlicing": time_slicing}}
+
+
+def mig_parted_config(pool: machines.NodePool, catalogue: GPUCatalogue) -> dict[str, object] | None:
+    """The mig-parted config for a MIG pool, or None (not MIG, or no MIG table for its GPU)."""
+    gpu = pool.spec.gpu
+    sharing = sharing_of(gpu)
+    model = effective_model(gpu, catalogue)
+    if sharing.mode not in _MIG_STRATEGY or model is None or model.mig_table is None or gpu is None:
+        return None
+    try:
+        layouts = [_mig_devices(model.mig_table, entry) for entry in sharing.mig_layout]
+    except MigLayoutError:
+        return None
+    if len(layouts) == 1:
+        entries = [{"devices": "all", "mig-enabled": True, "mig-devices": layouts[0]}]
+    else:
+        entries = [
+            {"devices": [index], "mig-enabled": True, "mig-devices": devices}
+            for index, devices in enumerate(layouts[: gpu.count])
+        ]
+    return {"version": "v1", "mig-configs": {str(pool.metadata.name): entries}}
+
+
+def _mig_devices(table: str, entry: Sequence[str]) -> dict[str, int]:
+    """Instances per profile of one GPU's layout (a named layout or a list of profiles)."""
+    layout: str | Sequence[str] = entry[0] if len(entry) == 1 else entry
+    return dict(sorted(Counter(expand_layout(table, layout)).items()))
+
+
+def device_config_maps(
+    manifests: Sequence[Manifest], catalogue: GPUCatalogue, options: ExportOptions
+) -> list[Obj]:
+    """Per shared pool its device plugin ConfigMap, and for MIG pools the mig-parted one."""
+    out: list[Obj] = []
+    namespace = options.gpu_operator_namespace
+    for pool in first_models(manifests, machines.NodePool):
+        name = str(pool.metadata.name)
+        plugin = device_plugin_config(pool)
+        if plugin is None:
+            continue
+        data = {name: yaml.safe_dump(plugin, sort_keys=False)}
+        out.append({**make("v1", "ConfigMap", f"gpuq-device-plugin-{name}", namespace), "data": data})
+        parted = mig_parted_config(pool, catalogue)
+        if parted is not None:
+            data = {"config.yaml": yaml.safe_dump(parted, sort_keys=False)}
+            out.append({**make("v1", "ConfigMap", f"gpuq-mig-parted-{name}", namespace), "data": data})
+    return out

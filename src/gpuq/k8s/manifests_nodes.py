@@ -1,0 +1,158 @@
+"""Node provisioning objects: GKE ComputeClasses or Karpenter NodePools.
+
+* ``gke`` (default): GKE creates node pools itself (gcloud, Terraform or node auto-provisioning);
+  what Kubernetes holds is the ``cloud.google.com/v1`` ComputeClass. A gpuq
+  ``gpuq.dev/v1alpha1`` ComputeClass maps to it field by field: ``spec.priorities[]``
+  keep GKE's keys (machine family or type, cores, memory, spot, GPU type and count,
+  reservations, location, flexStart, priorityScore...), gpuq-only keys (prices,
+  stock, delays) are dropped; ``whenUnsatisfiable``, ``nodePoolAutoCreation`` and
+  ``activeMigration`` pass through. A configuration without ComputeClasses gets none.
+* ``karpenter``: one ``karpenter.sh/v1`` NodePool per gpuq NodePool (:func:`karpenter_node_pool`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from gpuq.api import machines
+from gpuq.api.diagnostics import Manifest
+from gpuq.api.machines import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NVLINK_LABEL, POOL_LABEL, SPOT_LABEL
+from gpuq.api.machines import ZONE_LABEL as ZONE
+from gpuq.k8s.export_common import ExportOptions, Obj, drop_empty, first_models, format_quantity, make
+from gpuq.k8s.manifests_devices import node_config_labels
+from gpuq.k8s.schemas import GKE_PRIORITY
+
+KARPENTER_API = "karpenter.sh/v1"
+KARPENTER_CAPACITY = "karpenter.sh/capacity-type"
+GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
+GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
+_RESTRICTED_DOMAINS = ("kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws")
+_GKE_SPEC_KEYS = ("whenUnsatisfiable", "nodePoolAutoCreation", "activeMigration", "autoscalingPolicy")
+
+
+def node_objects(manifests: Sequence[Manifest], options: ExportOptions) -> list[Obj]:
+    """The provisioner's objects for the configuration's pools or compute classes."""
+    if options.provisioner == "karpenter":
+        return [karpenter_node_pool(pool, options) for pool in first_models(manifests, machines.NodePool)]
+    return [gke_compute_class(_plain(m.model)) for m in manifests if _is_gpuq_compute_class(m)]
+
+
+# --- Karpenter ----------------------------------------------------------------------------------
+
+
+def _restricted(label: str) -> bool:
+    """Karpenter refuses template labels in its and Kubernetes' domains (they are requirements)."""
+    domain = label.partition("/")[0] if "/" in label else ""
+    return any(domain == d or domain.endswith(f".{d}") for d in _RESTRICTED_DOMAINS)
+
+
+def pool_labels(pool: machines.NodePool) -> dict[str, str]:
+    """Labels every node of the pool carries (user's, gpuq's, topology, device configs); the
+    per-node ones (hostname, one of several racks) left out."""
+    spec = pool.spec
+    labels = {**spec.labels, POOL_LABEL: str(pool.metadata.name), CAPACITY_TYPE_LABEL: spec.capacity_type}
+    if spec.capacity_type == "spot":
+        labels[SPOT_LABEL] = "true"
+    if spec.nvlink_domain and spec.nvlink_domain != "none":
+        labels[NVLINK_LABEL] = spec.nvlink_domain
+    if spec.topology is not None and spec.topology.block:
+        labels[spec.topology_labels.block] = spec.topology.block
+    if spec.topology is not None and spec.topology.rack and not spec.topology.racks:
+        labels[spec.topology_labels.rack] = spec.topology.rack
+    labels.update(node_config_labels(pool))
+    return dict(sorted(labels.items()))
+
+
+def gpu_name(model: str) -> str:
+    """Karpenter's ``instance-gpu-name`` for a catalogue model: ``A100-80GB`` -> ``a100``."""
+    return model.split("-")[0].lower()
+
+
+def _requirements(pool: machines.NodePool) -> list[Obj]:
+    spec = pool.spec
+    reqs: list[Obj] = [
+        {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": [spec.machine_type]},
+        {"key": KARPENTER_CAPACITY, "operator": "In", "values": [spec.capacity_type]},
+    ]
+    if spec.gpu is not None:
+        reqs.append({"key": GPU_NAME, "operator": "In", "values": [gpu_name(spec.gpu.model)]})
+        reqs.append({"key": GPU_COUNT, "operator": "In", "values": [str(spec.gpu.count)]})
+    if spec.zone:
+        reqs.append({"key": ZONE, "operator": "In", "values": [spec.zone]})
+    return reqs
+
+
+def _limits(pool: machines.NodePool) -> Obj:
+    """Resource limits of the whole pool at its maximum size."""
+    spec = pool.spec
+    most = Decimal(spec.sizes()[2])
+    limits = {
+        "cpu": format_quantity("cpu", spec.cpu * most),
+        "memory": format_quantity("memory", spec.memory * most),
+    }
+    if spec.gpu is not None:
+        limits["nvidia.com/gpu"] = str(spec.gpu.count * int(most))
+    return limits
+
+
+def karpenter_node_pool(pool: machines.NodePool, options: ExportOptions) -> Obj:
+    """A Karpenter NodePool with the pool's requirements, labels, taints, limits and disruption.
+
+    Consolidation only removes empty nodes (a GPU job is never moved to save money),
+    at most 10% of the nodes at a time; reserved pools are never disrupted.
+    """
+    spec = pool.spec
+    labels = {k: v for k, v in pool_labels(pool).items() if not _restricted(k)}
+    node_class = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": options.node_class}
+    template_spec = drop_empty(
+        {
+            "nodeClassRef": node_class,
+            "requirements": _requirements(pool),
+            "taints": [
+                drop_empty({"key": t.key, "value": t.value or None, "effect": t.effect}) for t in spec.taints
+            ],
+            "expireAfter": "720h",
+        }
+    )
+    budget = "0" if spec.capacity_type == "reserved" else "10%"
+    body = {
+        "template": {"metadata": {"labels": labels}, "spec": template_spec},
+        "limits": _limits(pool),
+        "disruption": {
+            "consolidationPolicy": "WhenEmpty",
+            "consolidateAfter": "10m",
+            "budgets": [{"nodes": budget}],
+        },
+    }
+    return {**make(KARPENTER_API, "NodePool", str(pool.metadata.name)), "spec": body}
+
+
+# --- GKE ComputeClass ---------------------------------------------------------------------------
+
+
+def _is_gpuq_compute_class(manifest: Manifest) -> bool:
+    api = str(getattr(manifest.model, "api_version", ""))
+    return manifest.kind == "ComputeClass" and api.startswith(f"{machines.GPUQ_GROUP}/")
+
+
+def _plain(model: Any) -> Obj:
+    if hasattr(model, "model_dump"):
+        dumped: Obj = model.model_dump(by_alias=True, exclude_none=True, mode="json")
+        return dumped
+    return dict(model)
+
+
+def gke_compute_class(source: Mapping[str, Any]) -> Obj:
+    """A ``cloud.google.com/v1`` ComputeClass from a gpuq ComputeClass (plain data)."""
+    spec = source.get("spec") or {}
+    priorities = [
+        {k: v for k, v in entry.items() if k in GKE_PRIORITY.fields and v is not None}
+        for entry in spec.get("priorities") or []
+    ]
+    body: Obj = {"priorities": priorities}
+    body.update({k: spec[k] for k in _GKE_SPEC_KEYS if spec.get(k) is not None})
+    body.setdefault("nodePoolAutoCreation", {"enabled": True})
+    name = str((source.get("metadata") or {}).get("name", ""))
+    return {**make("cloud.google.com/v1", "ComputeClass", name), "spec": body}
