@@ -1,0 +1,92 @@
+"""Every example exported, validated and loaded back gives the configuration it came from."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from gpuq.api.loader import LoadResult, load
+from gpuq.commands.export import alert_rules
+from gpuq.core.model import ClusterConfig
+from gpuq.k8s.export import build_export, check_export, write_export
+from gpuq.k8s.export_common import MANAGED_BY, ExportOptions
+from gpuq.k8s.manifests_tenancy import NAME_LABEL, pss_labels, team_namespaces
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted(
+    [str(p) for p in (ROOT / "examples").iterdir() if p.is_dir() and p.name != "configs"]
+    + [str(p) for p in (ROOT / "examples" / "configs").glob("*.yaml")]
+)
+
+
+def export_and_reload(source: str, directory: Path, options: ExportOptions) -> tuple[LoadResult, LoadResult]:
+    original = load([source])
+    assert original.config is not None, [str(d) for d in original.errors]
+    exported = build_export(original, options, alert_rules())
+    check_export(exported, options)
+    write_export(exported, str(directory))
+    return original, load([str(directory)])
+
+
+def expected_namespace_labels(
+    original: ClusterConfig, teams: list[str], level: str
+) -> dict[str, dict[str, str]]:
+    """What the export promises: declared labels kept; team namespaces gain managed-by and PSS labels."""
+    out = {name: dict(labels) for name, labels in original.namespace_labels.items()}
+    for name in teams:
+        out[name] = {**out.get(name, {NAME_LABEL: name}), **MANAGED_BY, **pss_labels(level)}
+    return out
+
+
+@pytest.mark.parametrize("provisioner", ["gke", "karpenter"])
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: Path(p).name)
+def test_example_round_trips_through_an_export(example: str, provisioner: str, tmp_path: Path) -> None:
+    options = ExportOptions(provisioner=provisioner)  # type: ignore[arg-type]
+    original, reloaded = export_and_reload(example, tmp_path, options)
+    assert reloaded.config is not None, [str(d) for d in reloaded.errors]
+    assert reloaded.errors == ()
+    before, after = original.config, reloaded.config
+    assert before is not None
+    for field in dataclasses.fields(ClusterConfig):
+        if field.name != "namespace_labels":
+            assert getattr(after, field.name) == getattr(before, field.name), field.name
+    teams = team_namespaces(before, original.workloads)
+    assert after.namespace_labels == expected_namespace_labels(before, teams, "restricted")
+    assert {w.key: w for w in reloaded.workloads} == {w.key: w for w in original.workloads}
+    assert reloaded.nodes == original.nodes
+    assert reloaded.node_pools == original.node_pools
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: Path(p).name)
+def test_namespace_selectors_admit_the_same_namespaces_after_the_export(example: str, tmp_path: Path) -> None:
+    original, reloaded = export_and_reload(example, tmp_path, ExportOptions())
+    assert original.config is not None and reloaded.config is not None
+    namespaces = {ns for ns, _ in original.config.local_queues}
+    for name, cq in original.config.cluster_queues.items():
+        for ns in namespaces:
+            selector, again = cq.namespace_selector, reloaded.config.cluster_queues[name].namespace_selector
+            before = selector is not None and selector.matches(original.config.labels_of_namespace(ns))
+            after = again is not None and again.matches(reloaded.config.labels_of_namespace(ns))
+            assert before == after, (name, ns)
+
+
+def test_kueue_v1beta2_export_round_trips_too(tmp_path: Path) -> None:
+    example = str(ROOT / "examples" / "symbol-retail")
+    original, reloaded = export_and_reload(example, tmp_path, ExportOptions(kueue_version="v1beta2"))
+    assert original.config is not None and reloaded.config is not None
+    assert reloaded.config.cluster_queues == original.config.cluster_queues
+    assert reloaded.config.cohorts == original.config.cohorts
+    assert "kueue.x-k8s.io/v1beta2" in (tmp_path / "20-kueue.yaml").read_text()
+
+
+def test_a_second_export_into_the_same_directory_removes_files_it_no_longer_writes(tmp_path: Path) -> None:
+    example = str(ROOT / "examples" / "gpu-estate")
+    export_and_reload(example, tmp_path, ExportOptions(provisioner="karpenter"))
+    assert (tmp_path / "50-nodes.yaml").exists()
+    (tmp_path / "notes.txt").write_text("mine")
+    _, reloaded = export_and_reload(example, tmp_path, ExportOptions(provisioner="gke"))
+    assert not (tmp_path / "50-nodes.yaml").exists()
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    assert reloaded.config is not None
