@@ -22,6 +22,7 @@ from gpuq.commands import client
 from gpuq.commands.eta import EtaError, eta_document, forecast_file, print_etas
 from gpuq.commands.export import export_app
 from gpuq.commands.forecast import forecast_accuracy
+from gpuq.commands.k8s_import import import_app
 from gpuq.commands.nodes import node_detail, nodes_document
 from gpuq.commands.pack import pack
 from gpuq.commands.serve import serve, users_app
@@ -48,6 +49,7 @@ app.command("pack")(pack)
 app.command("simulate")(simulate)
 app.command("forecast-accuracy")(forecast_accuracy)
 app.add_typer(export_app, name="export")
+app.add_typer(import_app, name="import")
 app.add_typer(trace_app, name="trace")
 app.add_typer(get_app, name="get")
 app.add_typer(describe_app, name="describe")

@@ -1,0 +1,1 @@
+"""Kubernetes: export gpuq configuration as manifests, import live cluster dumps, diff configurations."""
