@@ -19,6 +19,7 @@ from gpuq.api.kueue import parse_duration
 from gpuq.api.loader import LoadResult, load
 from gpuq.api.quantity import format_amount
 from gpuq.commands import client
+from gpuq.commands.diff import diff
 from gpuq.commands.eta import EtaError, eta_document, forecast_file, print_etas
 from gpuq.commands.export import export_app
 from gpuq.commands.forecast import forecast_accuracy
@@ -50,6 +51,7 @@ app.command("simulate")(simulate)
 app.command("forecast-accuracy")(forecast_accuracy)
 app.add_typer(export_app, name="export")
 app.add_typer(import_app, name="import")
+app.command("diff")(diff)
 app.add_typer(trace_app, name="trace")
 app.add_typer(get_app, name="get")
 app.add_typer(describe_app, name="describe")
