@@ -6,6 +6,11 @@ the same engine twice with no new arrivals (optionally with a replay of the rece
 past's arrivals): once with every runtime at its low estimate and once at its high
 one. The low run gives each workload's expected admission and start; the two runs
 together give the range. Running workloads get their expected end the same way.
+
+The exact engine costs about one scheduling cycle per parked shape per finish, so
+each run is exact until it has admitted ``exact_starts`` waiting workloads; the
+rest of a deeper queue goes on by quota alone (:mod:`gpuq.forecast.queue_model`)
+and its ETAs say so (``method``).
 """
 
 from __future__ import annotations
@@ -17,11 +22,15 @@ from dataclasses import dataclass, field, replace
 from gpuq.core.model import ClusterConfig, Workload
 from gpuq.core.nodes import Node
 from gpuq.core.placement.engine import PodBinding
+from gpuq.forecast.queue_model import Holding, Waiting, continue_queue
 from gpuq.forecast.runtimes import Estimate, Profile, RuntimeEstimator
 from gpuq.sim.jobs import SimJob
-from gpuq.sim.simulator import JobRun, NodeChange, Resident, SimResult, SimSettings, Simulation
+from gpuq.sim.simulator import JobStatus, NodeChange, Resident, SimSettings, Simulation
 
 DEFAULT_HORIZON_S = 30 * 86400.0
+DEFAULT_EXACT_STARTS = 500
+SIMULATED = "simulated"
+QUEUE_MODEL = "queue model"
 ARRIVAL_PREFIX = "expected-arrival-"
 
 
@@ -69,10 +78,12 @@ class Snapshot:
 @dataclass(frozen=True, slots=True)
 class ForecastSettings:
     """``horizon_s``: how far ahead to simulate; ``arrivals_window_s``: when set, the workloads
-    submitted in that past window are expected again over the same span ahead."""
+    submitted in that past window are expected again over the same span ahead; ``exact_starts``:
+    waiting workloads the exact engine admits before the queue model takes over (None: all)."""
 
     horizon_s: float = DEFAULT_HORIZON_S
     arrivals_window_s: float | None = None
+    exact_starts: int | None = DEFAULT_EXACT_STARTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +98,17 @@ class Eta:
     start_range: tuple[float | None, float | None]
     end_at: float | None
     end_range: tuple[float | None, float | None]
+    method: str = SIMULATED  # or QUEUE_MODEL: past the exact part of a deep queue
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One run's times for one workload, relative to the snapshot (None: not within the horizon)."""
+
+    admitted: float | None
+    started: float | None
+    ended: float | None
+    modelled: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,24 +132,29 @@ def forecast(
     for running in snapshot.running:
         elapsed = now - running.started_at if running.started_at is not None else 0.0
         runtimes[running.workload.key] = estimator.remaining(running.profile, elapsed)
+    estimates: dict[Profile, Estimate] = {}  # many waiting workloads share a profile
     for pending in snapshot.pending:
-        runtimes[pending.workload.key] = estimator.estimate(pending.profile)
+        estimate = estimates.get(pending.profile)
+        if estimate is None:
+            estimate = estimates[pending.profile] = estimator.estimate(pending.profile)
+        runtimes[pending.workload.key] = estimate
     arrivals = _expected_arrivals(snapshot, estimator, settings)
     low = _simulate(snapshot, runtimes, arrivals, settings, lambda e: e.low_s)
     high = _simulate(snapshot, runtimes, arrivals, settings, lambda e: e.high_s)
     etas: dict[str, Eta] = {}
     states = {r.workload.key: "Running" if r.started_at is not None else "Admitted" for r in snapshot.running}
     for key, runtime in runtimes.items():
-        expected, late = low.runs.get(key), high.runs.get(key)
+        expected, late = low.get(key, NEVER), high.get(key, NEVER)
         etas[key] = Eta(
             key=key,
             state=states.get(key, "Pending"),
             runtime=runtime,
-            admit_at=_at(now, expected.first_admitted if expected else None),
-            start_at=_at(now, _start(expected)),
-            start_range=_range(now, _start(expected), _start(late)),
-            end_at=_at(now, expected.ended if expected else None),
-            end_range=_range(now, expected.ended if expected else None, late.ended if late else None),
+            admit_at=_at(now, expected.admitted),
+            start_at=_at(now, expected.started),
+            start_range=_range(now, expected.started, late.started),
+            end_at=_at(now, expected.ended),
+            end_range=_range(now, expected.ended, late.ended),
+            method=QUEUE_MODEL if expected.modelled or late.modelled else SIMULATED,
         )
     return Forecast(now, etas, time.perf_counter() - started, settings.horizon_s, settings)
 
@@ -138,7 +165,7 @@ def _simulate(
     arrivals: list[tuple[Workload, Estimate, float]],
     settings: ForecastSettings,
     pick: Callable[[Estimate], float],
-) -> SimResult:
+) -> dict[str, Outcome]:
     now = snapshot.now
     residents = [
         Resident(
@@ -170,8 +197,72 @@ def _simulate(
         ),
         initially_down=tuple(snapshot.down) + tuple(n for a in snapshot.provisioning for n in a.nodes),
         residents=residents,
+        stop_when=_after_starts(settings.exact_starts, len(jobs)),
     )
-    return simulation.run()
+    result = simulation.run()
+    outcomes = {
+        key: Outcome(run.first_admitted, run.first_started, run.ended) for key, run in result.runs.items()
+    }
+    if simulation.stopped_at is not None:
+        outcomes.update(_continue(simulation, settings))
+    return outcomes
+
+
+def _after_starts(budget: int | None, waiting: int) -> Callable[[Simulation], bool] | None:
+    if budget is None or waiting <= budget:
+        return None
+    return lambda simulation: simulation.first_admissions >= budget
+
+
+def _continue(simulation: Simulation, settings: ForecastSettings) -> dict[str, Outcome]:
+    """The paused exact run handed to the queue model: what holds quota until when, what waits."""
+    at = simulation.now
+    startup = simulation.settings.startup_s
+    scheduler = simulation.scheduler
+    holding: list[Holding] = []
+    waiting: list[Waiting] = []
+    outcomes: dict[str, Outcome] = {}
+    for key, run in simulation.runs.items():
+        if run.status in (JobStatus.ADMITTED, JobStatus.RUNNING) and run.cluster_queue is not None:
+            if run.started_at is not None:
+                started = run.started_at
+            else:
+                started = (run.bound_at if run.bound_at is not None else at) + startup
+            ends = started + run.remaining_s
+            holding.append(Holding(key, run.cluster_queue, run.usage, ends))
+            outcomes[key] = Outcome(
+                run.first_admitted, run.first_started if run.first_started is not None else started, ends
+            )
+        elif run.status == JobStatus.PENDING and run.cluster_queue is not None:
+            workload = scheduler.workloads.get(key, run.job.workload)
+            waiting.append(Waiting(workload, run.cluster_queue, run.remaining_s))
+    for job in simulation.jobs[simulation.arrived :]:
+        target, _ = scheduler.route(job.workload)
+        if target is not None:
+            arrives = max(job.workload.creation_time, at)
+            waiting.append(Waiting(job.workload, target, job.duration_s, arrives))
+    capacity: dict[str, int] = {}
+    placer = simulation.placer
+    if placer is not None:
+        for name, node in placer.nodes.items():
+            if name not in simulation.down:
+                for resource, amount in node.node.allocatable.items():
+                    capacity[resource] = capacity.get(resource, 0) + amount
+    modelled = continue_queue(
+        simulation.config,
+        capacity,
+        at,
+        holding,
+        waiting,
+        startup_s=startup,
+        horizon_s=settings.horizon_s,
+    )
+    for key, times in modelled.items():
+        previous = simulation.runs[key]
+        admitted = previous.first_admitted if previous.first_admitted is not None else times.admitted_at
+        started = previous.first_started if previous.first_started is not None else times.started_at
+        outcomes[key] = Outcome(admitted, started, times.ended_at, modelled=True)
+    return outcomes
 
 
 def _expected_arrivals(
@@ -210,12 +301,11 @@ def _relative(workload: Workload, now: float) -> Workload:
     )
 
 
+NEVER = Outcome(None, None, None)
+
+
 def _ready(arrival: NodeArrival) -> float:
     return arrival.ready_at
-
-
-def _start(run: JobRun | None) -> float | None:
-    return run.first_started if run is not None else None
 
 
 def _at(now: float, relative: float | None) -> float | None:

@@ -137,6 +137,7 @@ class Simulation:
         residents: Sequence[Resident] = (),
         probes: Sequence[float] = (),
         on_probe: Callable[[float, Simulation], None] | None = None,
+        stop_when: Callable[[Simulation], bool] | None = None,
     ) -> None:
         """``probes``: sorted simulated times at which ``on_probe(t, simulation)`` sees the state, once
         each, before the events of the first instant at or after ``t`` are applied (a live system
@@ -175,6 +176,9 @@ class Simulation:
         self._on_progress = on_progress
         self._probes = tuple(probes) if on_probe is not None else ()
         self._on_probe = on_probe
+        self._stop_when = stop_when
+        self.stopped_at: float | None = None
+        self.first_admissions = 0  # workloads admitted for the first time (residents not counted)
         self._next_probe = 0
         self._next_arrival = 0
         self._dirty = False
@@ -208,9 +212,12 @@ class Simulation:
             if self._dirty:
                 self._dirty = False
                 self._schedule(now)
+            if self._stop_when is not None and self._stop_when(self):
+                self.stopped_at = now
+                break
             if self._on_progress is not None:
                 self._on_progress(now)
-        end = horizon if horizon is not None else last
+        end = horizon if horizon is not None and self.stopped_at is None else last
         if self._next_probe < len(self._probes):
             self._probe(end)
         self._close(end)
@@ -223,6 +230,11 @@ class Simulation:
     def now(self) -> float:
         """The instant whose events were applied last."""
         return self._now
+
+    @property
+    def arrived(self) -> int:
+        """How many of ``jobs`` (in arrival order) have arrived."""
+        return self._next_arrival
 
     @property
     def down(self) -> frozenset[str]:
@@ -369,6 +381,7 @@ class Simulation:
         run.version += 1
         if run.first_admitted is None:
             run.first_admitted = now
+            self.first_admissions += 1
         admitted = self.scheduler.state.admitted[decision.workload]
         run.usage = admitted.usage
         self.recorder.queue_usage(now, decision.cluster_queue, run.usage, 1)
