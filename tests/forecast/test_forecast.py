@@ -10,6 +10,7 @@ from gpuq.api.loader import load
 from gpuq.core.model import Admission, PodSet, PodSetAssignment, Workload
 from gpuq.core.nodes import GPU
 from gpuq.forecast.forecast import (
+    QUEUE_MODEL,
     Forecast,
     ForecastSettings,
     NodeArrival,
@@ -135,9 +136,12 @@ def starts(result: Forecast) -> dict[str, float | None]:
         ("StrictFIFO", {"team-a/p1": 0.0, "team-a/p2": 400.0, "team-a/p3": 900.0}),
     ],
 )
+@pytest.mark.parametrize("exact_starts", [None, 1, 0])
 def test_one_node_a_known_queue_and_exact_runtimes_give_exact_starts(
-    tmp_path: Path, strategy: str, expected: dict[str, float]
+    tmp_path: Path, strategy: str, expected: dict[str, float], exact_starts: int | None
 ) -> None:
+    """The same starts whether the engine runs to the end or hands the queue to the queue model
+    (no preemption and one node: the model has no choice the engine would make otherwise)."""
     base = snapshot_base(tmp_path, quotas={"team-a": 8}, strategy=strategy)
     snapshot = Snapshot(
         NOW,
@@ -150,8 +154,10 @@ def test_one_node_a_known_queue_and_exact_runtimes_give_exact_starts(
             pending("p3", "team-a", 4, NOW - 30, 100),
         ),
     )
-    result = forecast(snapshot, RuntimeEstimator())
+    result = forecast(snapshot, RuntimeEstimator(), ForecastSettings(exact_starts=exact_starts))
     assert starts(result) == expected
+    modelled = {k for k, eta in result.etas.items() if eta.method == QUEUE_MODEL}
+    assert modelled == ({"team-a/p2", "team-a/p3"} if exact_starts is not None else set())
     r1 = result.etas["team-a/r1"]
     assert r1.state == "Running" and r1.end_at == NOW + 400 and r1.runtime.source == Source.ANNOTATION
     p2 = result.etas["team-a/p2"]

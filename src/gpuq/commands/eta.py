@@ -89,6 +89,7 @@ def eta_document(result: Forecast, problems: dict[str, str]) -> dict[str, Any]:
             "startRange": list(eta.start_range),
             "endAt": eta.end_at,
             "endRange": list(eta.end_range),
+            "method": eta.method,
             "runtime": {"lowS": eta.runtime.low_s, "highS": eta.runtime.high_s, "source": eta.runtime.text},
         }
         if eta.key in problems:
@@ -109,7 +110,7 @@ def print_etas(out: Console, result: Forecast, problems: dict[str, str]) -> None
         title=f"Forecast (runtimes: low–high estimates; computed in {result.took_s:.2f}s)",
         title_justify="left",
     )
-    for column in ("workload", "state", "starts", "range", "ends", "runtime estimate"):
+    for column in ("workload", "state", "starts", "range", "ends", "runtime estimate", "forecast by"):
         table.add_column(column, overflow="fold")
     order = sorted(
         result.etas.values(), key=lambda e: (e.state != "Running", e.start_at or float("inf"), e.key)
@@ -121,5 +122,5 @@ def print_etas(out: Console, result: Forecast, problems: dict[str, str]) -> None
             runtime += f"; {problems[eta.key]}"
         starts = "running" if eta.state == "Running" else when(eta.start_at, now)
         rng = "" if eta.state == "Running" else span(*eta.start_range, now)
-        table.add_row(eta.key, eta.state, starts, rng, when(eta.end_at, now), runtime)
+        table.add_row(eta.key, eta.state, starts, rng, when(eta.end_at, now), runtime, eta.method)
     out.print(table)

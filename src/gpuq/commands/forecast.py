@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from gpuq.api.kueue import parse_duration
-from gpuq.forecast.forecast import DEFAULT_HORIZON_S, ForecastSettings
+from gpuq.forecast.forecast import DEFAULT_EXACT_STARTS, DEFAULT_HORIZON_S, ForecastSettings
 from gpuq.forecast.replay import Accuracy, BandAccuracy, ProbeStats, accuracy, probe_times
 from gpuq.forecast.runtimes import EstimatorSettings
 from gpuq.sim.scenario import PreparedVariant, ScenarioError, load_workloads, plan_scenario, prepare
@@ -67,6 +67,15 @@ def forecast_accuracy(
             help="Expect the submissions of this past window again over the same span ahead.",
         ),
     ] = None,
+    exact_starts: Annotated[
+        int,
+        typer.Option(
+            "--exact-starts",
+            min=0,
+            help="Admissions each forecast simulates exactly before a deep queue goes on by quota "
+            "alone (0: no limit).",
+        ),
+    ] = DEFAULT_EXACT_STARTS,
     output: Annotated[AccuracyFormat, typer.Option("--output", "-o", help="table or json.")] = (
         AccuracyFormat.TABLE
     ),
@@ -82,6 +91,7 @@ def forecast_accuracy(
         ahead = ForecastSettings(
             horizon_s=parse_duration(horizon) if horizon else DEFAULT_HORIZON_S,
             arrivals_window_s=parse_duration(arrivals) if arrivals else None,
+            exact_starts=exact_starts or None,
         )
         if interval <= 0:
             raise ValueError("--every must be positive")

@@ -23,6 +23,7 @@ from rich.table import Table
 
 from gpuq.core.nodes import Node
 from gpuq.core.placement.scoring import CHOOSERS
+from gpuq.forecast.forecast import DEFAULT_EXACT_STARTS, ForecastSettings
 from gpuq.forecast.runtimes import EstimatorSettings
 from gpuq.run.gpus import GPUDevice
 from gpuq.run.store import Store, StoreConflict, default_url
@@ -132,6 +133,15 @@ def serve(
             help="ETAs: the runtime of a job with no declaration nor history (1h, 30m).",
         ),
     ] = "1h",
+    eta_exact_starts: Annotated[
+        int,
+        typer.Option(
+            "--eta-exact-starts",
+            min=0,
+            help="ETAs: admissions simulated exactly before a deep queue goes on by quota alone "
+            "(0: no limit).",
+        ),
+    ] = DEFAULT_EXACT_STARTS,
 ) -> None:
     """Run the control plane: REST API, leader election, and (while leader) the control loop."""
     import uvicorn
@@ -167,7 +177,8 @@ def serve(
         lease_s=lease_seconds,
         gpus=monitor,
     )
-    forecasts = ForecastCache(runner.read, store, CacheSettings(estimator=forecast_settings))
+    ahead = ForecastSettings(exact_starts=eta_exact_starts or None)
+    forecasts = ForecastCache(runner.read, store, CacheSettings(estimator=forecast_settings, forecast=ahead))
     app = create_app(
         store,
         loop_status=runner.status,

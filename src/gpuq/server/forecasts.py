@@ -221,6 +221,7 @@ def eta_view(eta: Eta, computed: Computed) -> dict[str, Any]:
         "startRange": {"earliest": eta.start_range[0], "latest": eta.start_range[1]},
         "endAt": eta.end_at,
         "endRange": {"earliest": eta.end_range[0], "latest": eta.end_range[1]},
+        "method": eta.method,
         "runtime": {
             "lowSeconds": runtime.low_s,
             "highSeconds": runtime.high_s,
