@@ -33,6 +33,7 @@ from pydantic import BaseModel, ValidationError
 
 from gpuq.api import convert, kueue, machine_checks, nodes_convert, references, validation
 from gpuq.api import scenario as _scenario  # noqa: F401  (registers the Scenario kind)
+from gpuq.api import serving
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, ManifestError, sort_diagnostics
 from gpuq.api.fields import unknown_fields, unknown_raw_fields
 from gpuq.api.names import dns_subdomain_problem
@@ -130,6 +131,7 @@ def load_texts(texts: Iterable[tuple[str, str]], diagnostics: list[Diagnostic] |
     for manifest in manifests:
         diagnostics += validation.validate_object(manifest)
     diagnostics += references.validate_references(manifests, broken)
+    diagnostics += serving.validate_services(manifests)
     diagnostics += machine_checks.validate_machines(manifests)
     if any(d.severity == "error" for d in diagnostics):
         return LoadResult(None, (), sort_diagnostics(diagnostics), tuple(manifests))
@@ -286,6 +288,8 @@ def read_manifest(
     sources = _sources()
     if sources is not None and sources.is_source(api_version, kind):
         return _read_source(document, sources, diagnostics, broken)
+    if serving.is_serving_kind(api_version, kind):  # Deployment, HPA, ScaledObject, KServe... (serving.py)
+        return serving.read_document(document.path, document.line, data, document.lines, diagnostics)
     model = kueue.model_for(api_version, kind)
     if model is None and (kueue.split_api_version(api_version)[0], kind) in FOREIGN_KINDS:
         return None

@@ -16,6 +16,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from gpuq.api import kueue
 from gpuq.api.kueue import Duration, NonNegativeQuantity, Object, Strict
+from gpuq.api.serving_scenario import ServingSection
 
 GPUQ_GROUP = "gpuq.dev"
 Seconds = Annotated[Duration, Field(ge=0)]
@@ -182,6 +183,7 @@ class ScenarioSpec(Strict):
     settings: Settings = Settings()
     fairness: Fairness = Fairness()
     variants: list[Variant] = Field(default_factory=list)
+    serving: ServingSection | None = None  # services' traffic and replicas (gpuq.api.serving_scenario)
 
     @model_validator(mode="after")
     def _unique_variants(self) -> ScenarioSpec:
