@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from gpuq.api import kueue
-from gpuq.api.kueue import Duration, NonNegativeQuantity, Object, Strict
+from gpuq.api.kueue import Duration, NonNegativeQuantity, Object, Strict, Timestamp
 from gpuq.api.serving_scenario import ServingSection
 
 GPUQ_GROUP = "gpuq.dev"
@@ -130,6 +130,21 @@ class WorkloadSource(Strict):
         return self
 
 
+class InitialState(Strict):
+    """The cluster at one instant as the simulation's time 0 (``gpuq.sim.initial_state``).
+
+    ``paths``: manifests (Kueue Workloads with ``status``, or Jobs...) relative to the Scenario's
+    file; ``at``: the instant (RFC 3339; default the latest timestamp in them); ``traceOrigin``:
+    the instant the trace's time 0 stands for (default ``at``: every trace row is a later
+    arrival); ``assumeDuration``: run time of workloads that declare none.
+    """
+
+    paths: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
+    at: Timestamp | None = None
+    trace_origin: Timestamp | None = None
+    assume_duration: PositiveSeconds | None = None
+
+
 class NodeChangeSpec(Strict):
     at: Seconds
     action: Literal["add", "remove"]
@@ -179,7 +194,8 @@ class Fairness(Strict):
 class ScenarioSpec(Strict):
     description: str = ""
     config: list[str] = Field(default_factory=list)
-    workloads: WorkloadSource
+    workloads: WorkloadSource | None = None  # may be left out when initialState is given
+    initial_state: InitialState | None = None
     settings: Settings = Settings()
     fairness: Fairness = Fairness()
     variants: list[Variant] = Field(default_factory=list)
@@ -187,6 +203,8 @@ class ScenarioSpec(Strict):
 
     @model_validator(mode="after")
     def _unique_variants(self) -> ScenarioSpec:
+        if self.workloads is None and self.initial_state is None:
+            raise ValueError("give workloads (a trace or a generator), an initialState, or both")
         seen: set[str] = set()
         for variant in self.variants:
             if variant.name in seen:

@@ -100,6 +100,7 @@ def simulate(
     target = out_dir or Path("gpuq-out") / plan.name
     variants: list[dict[str, Any]] = []
     csv_parts: list[str] = []
+    said: set[str] = set()  # initial-state findings, once for all variants
     for variant_plan in plan.variants:
         try:
             prepared = prepare(plan, variant_plan, workloads)
@@ -112,6 +113,7 @@ def simulate(
             err.print(f"error: {prepared.bad_rows[0]}", style="red", highlight=False, markup=False)
             raise typer.Exit(1)
         _report_bad_rows(prepared.bad_rows, workloads.rows, f"variant {variant_plan.name}: ")
+        _report_state(prepared, said)
         started = time.perf_counter()
         result = _run(prepared, quiet)
         wall = time.perf_counter() - started
@@ -145,7 +147,9 @@ def simulate(
 
 def _run(prepared: PreparedVariant, quiet: bool) -> SimResult:
     jobs = prepared.jobs
-    last = max((j.workload.creation_time for j in jobs), default=0.0)
+    last = max(
+        [j.workload.creation_time for j in jobs] + [r.remaining_s for r in prepared.residents], default=0.0
+    )
     total = prepared.settings.horizon_s or last or 1.0
     with Progress(
         TextColumn(f"[bold]{prepared.plan.name}"),
@@ -184,6 +188,18 @@ def _write_outputs(target: Path, document: dict[str, Any], csv_parts: list[str])
     report_path = target / "report.html"
     write_report(document, report_path)
     return [*paths, report_path]
+
+
+def _report_state(prepared: PreparedVariant, said: set[str]) -> None:
+    """What the initial state assumed (warnings) and which trace rows it replaced (notes)."""
+    for diagnostic in prepared.state_warnings:
+        if str(diagnostic) not in said:
+            said.add(str(diagnostic))
+            err.print(str(diagnostic), style="yellow", highlight=False, markup=False)
+    for note in prepared.notes:
+        if note not in said:
+            said.add(note)
+            err.print(f"note: {note}", highlight=False, markup=False)
 
 
 def _report_bad_rows(bad: list[BadRow], rows: int, prefix: str = "") -> None:

@@ -4,7 +4,9 @@ The inputs are any mix of manifest files and directories; at most one of them
 holds a ``gpuq.dev/v1alpha1`` Scenario. The base configuration is every other
 object in the inputs plus the Scenario's ``spec.config`` (relative to its
 file, each file read once). A variant's configuration is its own ``config``
-list when given, else the base plus its ``extraConfig``.
+list when given, else the base plus its ``extraConfig``. A Scenario's
+``spec.initialState`` (:mod:`gpuq.sim.initial_state`) is loaded with each
+variant's configuration and becomes its time 0.
 """
 
 from __future__ import annotations
@@ -14,18 +16,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuq.api import nodes_convert
-from gpuq.api.diagnostics import Diagnostic
+from gpuq.api import kueue, nodes_convert
+from gpuq.api.diagnostics import Diagnostic, Manifest
 from gpuq.api.kueue import WorkloadPriorityClass
 from gpuq.api.loader import LoadResult, expand_path, load
 from gpuq.api.machines import NodePool
 from gpuq.api.scenario import Scenario, ScenarioSpec, Settings, SettingsOverride, TraceSource
-from gpuq.core.model import ClusterConfig
+from gpuq.core.model import Admission, ClusterConfig
 from gpuq.core.nodes import Node
-from gpuq.sim.fcfs import fcfs_config
+from gpuq.sim.fcfs import ANY_FLAVOR, FCFS_QUEUE, fcfs_config
 from gpuq.sim.generator import generate
+from gpuq.sim.initial_state import InitialState, StateSource, initial_state, later_arrivals
 from gpuq.sim.jobs import SimJob, to_sim_jobs, unplaceable
-from gpuq.sim.simulator import NodeChange, SimSettings, Simulation
+from gpuq.sim.simulator import NodeChange, Resident, SimSettings, Simulation
 from gpuq.sim.traces.model import BadRow, TraceRead
 
 DEFAULT_NAME = "simulation"
@@ -61,6 +64,7 @@ class ScenarioPlan:
     base_dir: Path
     workload_objects: int = 0  # Workload objects among the configuration files, not simulated
     notes: tuple[str, ...] = field(default=())
+    state: StateSource | None = None  # spec.initialState, paths resolved
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,9 @@ class PreparedVariant:
     bad_rows: list[BadRow]
     settings: SimSettings
     warnings: tuple[Diagnostic, ...]
+    residents: tuple[Resident, ...] = ()  # the initial state's workloads holding quota at 0
+    state_warnings: tuple[Diagnostic, ...] = ()  # what the initial state assumed
+    notes: tuple[str, ...] = ()  # trace rows the initial state replaces
 
     def simulation(
         self,
@@ -93,6 +100,7 @@ class PreparedVariant:
             prices=self.prices,
             initially_down=self.initially_down,
             on_progress=on_progress,
+            residents=self.residents,
             probes=probes,
             on_probe=on_probe,
         )
@@ -164,6 +172,8 @@ def plan_scenario(
         TraceSource(path=trace, format=trace_format, mapping=mapping)
         if trace is not None
         else spec.workloads.trace
+        if spec.workloads is not None
+        else None
     )
     if source is not None and trace is None:
         source = source.model_copy(update={"path": _file(base_dir, source.path)})
@@ -175,6 +185,7 @@ def plan_scenario(
         raise ScenarioError(
             "--trace-format and --mapping apply to a trace; the Scenario generates its workloads"
         )
+    state = _state_source(manifest, base_dir)
     return ScenarioPlan(
         manifest.name,
         spec.settings.seed if seed is None else seed,
@@ -182,8 +193,31 @@ def plan_scenario(
         source,
         tuple(variants),
         base_dir,
-        _workloads(result),
+        _workloads(result, state),
+        state=state,
     )
+
+
+def _state_source(manifest: Manifest, base_dir: Path) -> StateSource | None:
+    """``spec.initialState`` with its paths resolved against the Scenario's directory; a path that
+    does not exist or holds no manifest is an error naming the Scenario's field."""
+    spec = manifest.model.spec.initial_state
+    if spec is None:
+        return None
+    files: list[str] = []
+    problems = []
+    for index, path in enumerate(spec.paths):
+        resolved = _file(base_dir, path)
+        found = [f for f in expand_path(resolved) if Path(f).is_file()]
+        if not found:
+            what = "no manifest (*.yaml, *.yml, *.json) under" if Path(resolved).is_dir() else "no such file"
+            problems.append(
+                manifest.diagnostic(("spec", "initialState", "paths", index), f"{what} {resolved}")
+            )
+        files += found
+    if problems:
+        raise ScenarioError(f"Scenario {manifest.name}: the initial state cannot be read", tuple(problems))
+    return StateSource(tuple(_dedupe(files)), spec.at, spec.trace_origin, spec.assume_duration)
 
 
 def load_workloads(plan: ScenarioPlan) -> TraceRead:
@@ -199,16 +233,22 @@ def load_workloads(plan: ScenarioPlan) -> TraceRead:
             strict=source.strict,
             limit=source.limit,
         )
-    assert plan.spec is not None and plan.spec.workloads.generate is not None
+    assert plan.spec is not None
+    if plan.spec.workloads is None:  # the initial state alone
+        return TraceRead((), (), 0, "initial state")
+    assert plan.spec.workloads.generate is not None
     jobs = generate(plan.spec.workloads.generate, plan.seed)
     return TraceRead(tuple(jobs), (), len(jobs), "generator")
 
 
 def prepare(plan: ScenarioPlan, variant: VariantPlan, trace: TraceRead) -> PreparedVariant:
-    """Load the variant's configuration and turn the workloads into simulated jobs."""
-    result = load(list(variant.paths))
+    """Load the variant's configuration (with the initial state, if any) and turn the workloads
+    into simulated jobs: the state's pending ones first (created before 0), then the trace's."""
+    state_files = plan.state.files if plan.state is not None else ()
+    result = load(_dedupe([*variant.paths, *state_files]) if state_files else list(variant.paths))
     if result.errors:
-        raise ScenarioError(f"variant {variant.name}: the configuration has errors", result.diagnostics)
+        what = "the configuration or the initial state has" if state_files else "the configuration has"
+        raise ScenarioError(f"variant {variant.name}: {what} errors", result.diagnostics)
     assert result.config is not None
     config = result.config
     if variant.fair_sharing is not None:
@@ -216,20 +256,75 @@ def prepare(plan: ScenarioPlan, variant: VariantPlan, trace: TraceRead) -> Prepa
         config = dataclasses.replace(
             config, scheduler=dataclasses.replace(config.scheduler, fair_sharing=fair)
         )
+    state = _initial_state(plan, variant, result)
+    rows, notes = list(trace.jobs), list[str]()
+    if state is not None and plan.state is not None:
+        rows, notes = later_arrivals(trace.jobs, plan.state, state.at_s, state.keys)
     priorities = {
         m.name: m.model.value for m in result.manifests if isinstance(m.model, WorkloadPriorityClass)
     }
-    jobs, bad = to_sim_jobs(trace.jobs, priorities, result.gpu_catalogue, trace.source)
+    jobs, bad = to_sim_jobs(rows, priorities, result.gpu_catalogue, trace.source)
+    pending = list(state.pending) if state is not None else []
+    residents = list(state.residents) if state is not None else []
     if variant.ignore_priorities:
-        jobs = [dataclasses.replace(j, workload=dataclasses.replace(j.workload, priority=0)) for j in jobs]
+        jobs, pending = [_unprioritised(j) for j in jobs], [_unprioritised(j) for j in pending]
+        residents = [dataclasses.replace(r, job=_unprioritised(r.job)) for r in residents]
     if variant.queueing == "fcfs":
-        config = fcfs_config(config, {r for j in jobs for ps in j.workload.pod_sets for r in ps.requests})
+        everything = [*jobs, *pending, *(r.job for r in residents)]
+        config = fcfs_config(
+            config, {r for j in everything for ps in j.workload.pod_sets for r in ps.requests}
+        )
+        residents = [_fcfs_resident(r) for r in residents]
     settings = _settings(plan.spec.settings if plan.spec else Settings(), variant.override)
     nodes, down = _nodes_with_spares(result, settings)
     jobs, too_large = unplaceable(jobs, nodes, trace.source)
     bad += too_large
     prices = _prices(result, nodes)
-    return PreparedVariant(variant, config, nodes, down, prices, jobs, bad, settings, result.warnings)
+    return PreparedVariant(
+        variant,
+        config,
+        nodes,
+        down,
+        prices,
+        [*pending, *jobs],
+        bad,
+        settings,
+        result.warnings,
+        tuple(residents),
+        state.warnings if state is not None else (),
+        tuple(notes),
+    )
+
+
+def _initial_state(plan: ScenarioPlan, variant: VariantPlan, result: LoadResult) -> InitialState | None:
+    """The Scenario's initial state against this variant's configuration; errors stop everything."""
+    if plan.state is None:
+        return None
+    state = initial_state(result, plan.state)
+    if state.errors:
+        raise ScenarioError(
+            f"variant {variant.name}: the initial state does not fit the configuration", state.errors
+        )
+    return state
+
+
+def _unprioritised(job: SimJob) -> SimJob:
+    return dataclasses.replace(job, workload=dataclasses.replace(job.workload, priority=0))
+
+
+def _fcfs_resident(resident: Resident) -> Resident:
+    """A resident of a ``queueing: fcfs`` variant holds the one queue's quota, on its one flavor."""
+    admission = resident.job.workload.admission
+    assert admission is not None
+    moved = Admission(
+        FCFS_QUEUE,
+        tuple(
+            dataclasses.replace(a, flavors=dict.fromkeys(a.flavors, ANY_FLAVOR), topology=None)
+            for a in admission.pod_set_assignments
+        ),
+    )
+    workload = dataclasses.replace(resident.job.workload, admission=moved)
+    return dataclasses.replace(resident, job=dataclasses.replace(resident.job, workload=workload))
 
 
 def _settings(base: Settings, override: SettingsOverride) -> SimSettings:
@@ -272,8 +367,11 @@ def _prices(result: LoadResult, nodes: tuple[Node, ...]) -> dict[str, float]:
     return {n.name: per_pool.get(n.pool or "", 0.0) for n in nodes}
 
 
-def _workloads(result: LoadResult) -> int:
-    return len(result.workloads)
+def _workloads(result: LoadResult, state: StateSource | None = None) -> int:
+    """Workload objects among the inputs that are not the initial state's."""
+    if state is None:
+        return len(result.workloads)
+    return sum(1 for m in result.manifests if isinstance(m.model, kueue.Workload) and not state.holds(m.path))
 
 
 def _own_files(files: list[str], exclude: set[str]) -> list[str]:
