@@ -10,9 +10,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from gpuq.api import kueue
 from gpuq.api.loader import load
 from gpuq.cli import app
 from gpuq.k8s.importer import ImportSettings, import_dump
+from gpuq.sim.scenario import load_workloads, plan_scenario, prepare
 
 DUMP = Path(__file__).parent / "data" / "cluster-dump.yaml"
 runner = CliRunner()
@@ -137,6 +139,41 @@ def test_history_becomes_trace_rows_from_the_first_creation(imported: Path) -> N
     assert len(history) == 1 + 4
 
 
+def test_the_scenario_starts_from_the_state_at_the_dump_time(imported: Path) -> None:
+    scenario = _documents(imported / "scenario.yaml")[0]["spec"]
+    assert scenario["initialState"] == {
+        "paths": ["state/"],
+        "at": "2025-06-03T09:45:01Z",  # the newest timestamp: job-bert-pretrain's QuotaReserved=False
+        "traceOrigin": "2025-06-02T08:00:00Z",  # the first creation, trace time 0
+    }
+    assert scenario["workloads"] == {"trace": {"path": "trace.csv", "format": "csv"}}
+
+
+def _simulated(scenario: Path) -> dict[str, tuple[float | None, float | None, str]]:
+    plan = plan_scenario([str(scenario)])
+    prepared = prepare(plan, plan.variants[0], load_workloads(plan))
+    result = prepared.simulation().run()
+    return {key: (run.first_started, run.ended, run.status.value) for key, run in result.runs.items()}
+
+
+def test_the_imported_scenario_simulates_from_the_cluster_as_dumped(imported: Path) -> None:
+    # Time 0 is 2025-06-03T09:45:01Z. Admitted workloads run on from there with their run time
+    # left; ones that declare none get 1h in all (warned). Every trace row is older: history.
+    #   vit-large    8 H100, 6h declared, PodsReady 06:02:10: 21600 - 13371 s run = 8229 s left
+    #   triton-mig   2 MIG slices, nothing declared, PodsReady 07:01:12: 9829 s > 3600 s: ends at 0
+    #   llama-eval   1 L4, nothing declared, PodsReady 09:00:48: 3600 - 2653 = 947 s left
+    # Pending, queued at 0 by creation: resnet-sweep (24 GPUs, 1h assumed) fits team-vision's
+    # 16 + 8 borrowable H100s only once vit-large frees its 8 (8229 s), and bert-pretrain (32 GPUs,
+    # 2h) needs the whole cohort's 32 H100s: after resnet-sweep ends (8229 + 3600 = 11829 s).
+    assert _simulated(imported / "scenario.yaml") == {
+        "vision/job-vit-large-c3d4e": (-13498.0, 8229.0, "Finished"),  # started at its QuotaReserved
+        "inference/job-triton-mig-4e5f6": (-9900.0, 0.0, "Finished"),
+        "nlp/job-llama-eval-7a8b9": (-2700.0, 947.0, "Finished"),
+        "vision/job-resnet-sweep-0a1b2": (8229.0, 11829.0, "Finished"),
+        "nlp/job-bert-pretrain-6c7d8": (11829.0, 19029.0, "Finished"),
+    }
+
+
 def test_the_imported_scenario_simulates(imported: Path, tmp_path: Path) -> None:
     result = runner.invoke(
         app, ["simulate", "-f", str(imported / "scenario.yaml"), "--out", str(tmp_path), "-q"]
@@ -145,7 +182,30 @@ def test_the_imported_scenario_simulates(imported: Path, tmp_path: Path) -> None
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     workloads = metrics["variants"][0]["workloads"]
     assert metrics["scenario"] == "ml-prod"
-    assert (workloads["submitted"], workloads["finished"], workloads["pending_at_end"]) == (7, 5, 0)
+    assert (workloads["submitted"], workloads["finished"], workloads["pending_at_end"]) == (5, 5, 0)
+    assert "7 trace row(s) submitted at or before the initial state (2025-06-03T09:45:01Z)" in result.output
+    assert "job-llama-eval-7a8b9: metadata.annotations: warning: declares no run time" in result.output
+
+
+def test_assume_duration_reaches_the_initial_state(tmp_path: Path) -> None:
+    out = tmp_path / "assumed"
+    result = runner.invoke(app, ["import", "k8s", "-f", str(DUMP), "-o", str(out), "--assume-duration", "4h"])
+    assert result.exit_code == 0, result.output
+    assert _documents(out / "scenario.yaml")[0]["spec"]["initialState"]["assumeDuration"] == "14400s"
+    simulated = _simulated(out / "scenario.yaml")
+    assert simulated["inference/job-triton-mig-4e5f6"][1] == 14400 - 9829
+    assert simulated["nlp/job-llama-eval-7a8b9"][1] == 14400 - 2653
+    assert simulated["vision/job-resnet-sweep-0a1b2"] == (8229.0, 8229.0 + 14400, "Finished")
+
+
+def test_a_now_before_a_workload_was_created_is_an_error() -> None:
+    now = kueue.parse_timestamp("2025-06-03T09:40:00Z")  # before job-bert-pretrain (09:45:00)
+    result = import_dump([("dump.yaml", DUMP.read_text())], ImportSettings(now_s=now))
+    assert result.files == {}
+    assert [str(d) for d in result.errors] == [
+        "state/workloads.yaml:270: Workload/job-bert-pretrain-6c7d8: metadata.creationTimestamp: "
+        "created after the initial state's instant (2025-06-03T09:40:00Z, spec.initialState.at)"
+    ]
 
 
 def test_warnings_name_the_workloads_left_out_and_the_guesses() -> None:

@@ -9,12 +9,16 @@ Steps (:func:`import_dump`):
 3. the Kueue objects are kept as written, less status and server metadata;
 4. Workloads: the pending and admitted ones (with status) form the current state, every one
    with a usable duration a row of the trace (:mod:`gpuq.k8s.import_workloads`);
-5. the files are checked with gpuq's loader, as ``gpuq simulate`` and ``gpuq admit`` will read
-   them. Any error and nothing is written.
+5. the Scenario starts from the state (``spec.initialState``: ``state/`` at the dump's time,
+   the trace's time 0 at the first creation), so ``gpuq simulate`` begins with the cluster as
+   dumped: admitted workloads hold their quota and nodes, pending ones wait;
+6. the files are checked with gpuq's loader, as ``gpuq simulate`` and ``gpuq admit`` will read
+   them, and the state against the configuration as ``gpuq simulate`` will start from it. Any
+   error and nothing is written.
 
 The directory (:data:`LAYOUT`)::
 
-    scenario.yaml        Scenario: config cluster/, workloads from trace.csv
+    scenario.yaml        Scenario: config cluster/, initial state state/ (the dump's time), trace.csv
     cluster/nodes.yaml   NodePools, GPUModels and v1 Nodes
     cluster/kueue.yaml   Topologies, ResourceFlavors, Cohorts, ClusterQueues, LocalQueues, priorities...
     state/workloads.yaml the Workloads pending or admitted at the time of the dump, with status
@@ -40,6 +44,7 @@ from gpuq.api.loader import load_texts
 from gpuq.k8s.import_dump import DumpObject, cleaned, read_dump
 from gpuq.k8s.import_nodes import NodeImport, PoolSummary, import_nodes
 from gpuq.k8s.import_workloads import COLUMNS, WorkloadImport, import_workloads, latest_time
+from gpuq.sim.initial_state import StateSource, initial_state
 
 SCENARIO = "scenario.yaml"
 NODES = "cluster/nodes.yaml"
@@ -108,9 +113,9 @@ def import_dump(
     diagnostics += nodes.diagnostics + workloads.diagnostics
     for workload in workloads.state:
         rename_hosts(workload, nodes.renames, nodes.host_label)
-    files = _files(settings.name, objects, nodes, workloads)
+    files = _files(settings, now, objects, nodes, workloads)
     if not any(d.severity == "error" for d in diagnostics):
-        diagnostics += _validate(files)
+        diagnostics += _validate(files, settings, now)
     result = ImportResult(
         files=files,
         diagnostics=sort_diagnostics(diagnostics),
@@ -167,12 +172,17 @@ def _by_kind(objects: Sequence[DumpObject]) -> dict[str, list[DumpObject]]:
     return out
 
 
-def _files(name: str, objects: Sequence[DumpObject], nodes: NodeImport, wl: WorkloadImport) -> dict[str, str]:
+def _files(
+    settings: ImportSettings,
+    now: float,
+    objects: Sequence[DumpObject],
+    nodes: NodeImport,
+    wl: WorkloadImport,
+) -> dict[str, str]:
     rank = {kind: i for i, kind in enumerate(KIND_ORDER)}
     config = sorted((o for o in objects if o.kind in rank), key=lambda o: (rank[o.kind], o.namespace, o.name))
-    origin = datetime.fromtimestamp(wl.origin_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
-        SCENARIO: _yaml([_scenario(name, origin)]),
+        SCENARIO: _yaml([_scenario(settings, _rfc3339(wl.origin_s), _rfc3339(now))]),
         NODES: _yaml(nodes.objects),
         KUEUE: _yaml([cleaned(o.data) for o in config]),
         STATE: _yaml(wl.state),
@@ -181,17 +191,27 @@ def _files(name: str, objects: Sequence[DumpObject], nodes: NodeImport, wl: Work
     }
 
 
-def _scenario(name: str, origin: str) -> dict[str, Any]:
+def _scenario(settings: ImportSettings, origin: str, now: str) -> dict[str, Any]:
+    """The Scenario: the cluster as dumped at time 0 (``now``), then the trace's rows after it."""
+    state: dict[str, Any] = {"paths": ["state/"], "at": now, "traceOrigin": origin}
+    if settings.assume_s is not None:
+        state["assumeDuration"] = f"{settings.assume_s:g}s"
     return {
         "apiVersion": "gpuq.dev/v1alpha1",
         "kind": "Scenario",
-        "metadata": {"name": name},
+        "metadata": {"name": settings.name},
         "spec": {
-            "description": f"Imported by gpuq import k8s; trace time 0 is {origin}",
+            "description": f"Imported by gpuq import k8s: the cluster at {now}; trace time 0 is {origin}",
             "config": ["cluster/"],
             "workloads": {"trace": {"path": TRACE, "format": "csv"}},
+            "initialState": state,
         },
     }
+
+
+def _rfc3339(seconds: float) -> str:
+    """Whole seconds as ``...:SSZ``; a fraction is kept (``--now`` may carry one)."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
 def _yaml(documents: Sequence[dict[str, Any]]) -> str:
@@ -206,7 +226,12 @@ def _csv(rows: Sequence[dict[str, str]]) -> str:
     return buffer.getvalue()
 
 
-def _validate(files: dict[str, str]) -> list[Diagnostic]:
-    """What gpuq's loader finds in the generated manifests, as ``gpuq simulate`` / ``admit`` read them."""
+def _validate(files: dict[str, str], settings: ImportSettings, now: float) -> list[Diagnostic]:
+    """What gpuq's loader finds in the generated manifests, as ``gpuq simulate`` / ``admit`` read them,
+    and what the state would fail on as the Scenario's initial state (a ``--now`` before a workload)."""
     texts = [(path, files[path]) for path in (NODES, KUEUE, STATE, SCENARIO)]
-    return list(load_texts(texts).diagnostics)
+    loaded = load_texts(texts)
+    if loaded.errors:
+        return list(loaded.diagnostics)
+    state = initial_state(loaded, StateSource((STATE,), now, assume_s=settings.assume_s))
+    return [*loaded.diagnostics, *state.errors]
