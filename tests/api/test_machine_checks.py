@@ -263,7 +263,7 @@ ERRORS: list[tuple[str, tuple[str, str, str], tuple[str, str, str, str, str]]] =
     (
         "an unknown capacity type is an error",
         sub("capacityType: on-demand", "capacityType: preemptible"),
-        ("NodePool", "h100", "spec.capacityType", "capacityType", "'reserved', 'on-demand' or 'spot'"),
+        ("NodePool", "h100", "spec.capacityType", "capacityType", "'spot', 'flex-start' or 'calendar'"),
     ),
     (
         "a missing machine type is an error",

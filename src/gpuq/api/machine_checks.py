@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator, Sequence
 from decimal import Decimal
 
-from gpuq.api import kueue, machines, nodes_convert
+from gpuq.api import compute_class, kueue, machines, nodes_convert, provisioning_checks
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest
 from gpuq.api.kube_nodes import base_product
 from gpuq.api.names import Findings, label_problems, label_value_problem, qualified_name_problem
@@ -56,6 +56,8 @@ def validate_machines(manifests: Sequence[Manifest]) -> list[Diagnostic]:
             out += [manifest.diagnostic(p, m) for p, m in _node_problems(model)]
             out += _unknown_product(manifest, catalogue)
     out += _node_name_collisions(manifests)
+    out += compute_class.validate_compute_classes(manifests)
+    out += provisioning_checks.validate_price_catalogues(manifests)
     return out
 
 
@@ -81,6 +83,7 @@ def pool_problems(pool: machines.NodePool, catalogue: GPUCatalogue) -> Findings:
     yield from _topology_problems(spec)
     if spec.price is not None and spec.price < 0:
         yield ("spec", "price"), NEGATIVE
+    yield from provisioning_checks.pool_provisioning_problems(spec)
 
 
 def _name_length(pool: machines.NodePool) -> Findings:
@@ -96,20 +99,34 @@ def _name_length(pool: machines.NodePool) -> Findings:
 
 def _size_problems(spec: machines.NodePoolSpec) -> Findings:
     count, low, high = spec.sizes()
-    for key, value in (("count", spec.count), ("min", spec.min), ("max", spec.max)):
+    scaling = spec.autoscaling or machines.PoolAutoscaling()
+    where: dict[str, FieldPath] = {
+        "min": ("spec", "min")
+        if spec.min is not None or scaling.min is None
+        else ("spec", "autoscaling", "min"),
+        "max": ("spec", "max")
+        if spec.max is not None or scaling.max is None
+        else ("spec", "autoscaling", "max"),
+    }
+    written_low, written_high = spec.bounds()
+    for key, value in (("count", spec.count), ("min", written_low), ("max", written_high)):
+        at: FieldPath = where.get(key, ("spec", key))
         if value is not None and value < 0:
-            yield ("spec", key), f"{NEGATIVE} (got {value})"
+            yield at, f"{NEGATIVE} (got {value})"
         elif value is not None and value > MAX_NODES_PER_POOL:
-            yield ("spec", key), f"{value} nodes is more than {MAX_NODES_PER_POOL} in one pool"
+            yield at, f"{value} nodes is more than {MAX_NODES_PER_POOL} in one pool"
+    for key in ("min", "max"):
+        if getattr(spec, key) is not None and getattr(scaling, key) is not None:
+            yield ("spec", "autoscaling", key), f"set either spec.{key} or spec.autoscaling.{key}, not both"
     if min(count, low, high) < 0:
         return
     if high < 1:
-        at = ("spec", "max") if spec.max is not None else ("spec",)
+        at = where["max"] if written_high is not None else ("spec",)
         yield at, "a pool needs max ≥ 1: set spec.count (a fixed-size pool) or spec.max"
-    elif spec.min is None and count > high:
+    elif written_low is None and count > high:
         yield ("spec", "count"), f"count {count} is greater than max {high}"
     elif low > high:
-        yield ("spec", "min"), f"min {low} is greater than max {high}"
+        yield where["min"], f"min {low} is greater than max {high}"
     elif not low <= count <= high:
         yield ("spec", "count"), f"count {count} is outside [min, max] = [{low}, {high}]"
 

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field
 
 from gpuq.api import kueue
-from gpuq.api.kueue import Loose, Object, Quantity, Strict, Taint
+from gpuq.api.kueue import Duration, Loose, Object, Quantity, Strict, Taint
 
 GPUQ_GROUP = "gpuq.dev"
 GPUQ_VERSION = "v1alpha1"
@@ -36,7 +36,7 @@ SPOT_LABEL = "cloud.google.com/gke-spot"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 DEFAULT_PODS = 110
 SharingStrategy = Literal["none", "mig-single", "mig-mixed", "time-slicing", "fractional"]
-CapacityType = Literal["reserved", "on-demand", "spot"]
+CapacityType = Literal["reserved", "on-demand", "spot", "flex-start", "calendar"]
 MigLayout = str | list[str | list[str]]
 """``all-1g.10gb`` (every GPU), ``[3g.40gb, 4g.40gb]`` (every GPU), or one entry per GPU."""
 
@@ -93,6 +93,63 @@ class TopologyLabels(Strict):
     host: str = HOSTNAME_LABEL
 
 
+class PoolAutoscaling(Strict):
+    """Node count bounds of an autoscaled pool (``min`` 0 scales to zero)."""
+
+    min: int | None = None
+    max: int | None = None
+
+
+class ProvisioningDelays(Strict):
+    """How long a new node takes, in parts (durations such as ``90s``, ``5m``); they add up."""
+
+    boot: Duration = 0.0
+    driver_install: Duration = 0.0
+    image_pull: Duration = 0.0
+    model_warmup: Duration = 0.0
+
+    def total_s(self) -> float:
+        return self.boot + self.driver_install + self.image_pull + self.model_warmup
+
+
+class ScaleDownSpec(Strict):
+    """Remove nodes empty for ``idleAfter`` (never below the pool's min)."""
+
+    enabled: bool = True
+    idle_after: Duration = 600.0
+
+
+class DisruptionBudgetSpec(Strict):
+    """Karpenter's ``disruption.budgets[]``: ``nodes`` a count (``"2"``) or a percentage (``"10%"``)."""
+
+    nodes: str | int = "10%"
+    reasons: list[Literal["Empty", "Underutilized", "Drifted"]] = Field(default_factory=list)
+    schedule: str | None = None
+    duration: Duration | None = None
+
+
+class PoolDisruption(Strict):
+    """Karpenter's NodePool ``spec.disruption`` (and ``expireAfter``), with Karpenter v1's defaults."""
+
+    consolidation_policy: Literal["WhenEmpty", "WhenEmptyOrUnderutilized"] = "WhenEmptyOrUnderutilized"
+    consolidate_after: Duration = 0.0
+    budgets: list[DisruptionBudgetSpec] = Field(default_factory=list)
+    expire_after: Duration | Literal["Never"] | None = None
+
+
+class StockEntry(Strict):
+    """From ``from`` (a duration into the run) on, ``available`` nodes of a machine type in a zone.
+
+    ``machineType``, ``zone`` and ``capacityType`` default to the pool's.
+    """
+
+    zone: str | None = None
+    machine_type: str | None = None
+    capacity_type: CapacityType | None = None
+    available: int
+    from_: Duration = Field(default=0.0, alias="from")
+
+
 class NodePoolSpec(Strict):
     machine_type: str
     count: int | None = None
@@ -110,17 +167,36 @@ class NodePoolSpec(Strict):
     topology: PoolTopology | None = None
     topology_labels: TopologyLabels = Field(default_factory=TopologyLabels)
     price: float | None = None
+    zones: list[str] = Field(default_factory=list)
+    autoscaling: PoolAutoscaling | None = None
+    limits: dict[str, Quantity] = Field(default_factory=dict)
+    provisioning: ProvisioningDelays | None = None
+    scale_down: ScaleDownSpec | None = None
+    disruption: PoolDisruption | None = None
+    stock: list[StockEntry] = Field(default_factory=list)
+
+    def bounds(self) -> tuple[int | None, int | None]:
+        """``(min, max)`` as written, at the top level or under ``autoscaling``."""
+        scaling = self.autoscaling or PoolAutoscaling()
+        low = self.min if self.min is not None else scaling.min
+        high = self.max if self.max is not None else scaling.max
+        return low, high
 
     def sizes(self) -> tuple[int, int, int]:
         """``(count, min, max)`` with defaults filled in.
 
-        ``min`` defaults to ``count`` when that is given (a fixed-size pool), else 0;
-        ``count`` defaults to ``min``; ``max`` defaults to the larger of the two.
+        ``min`` (or ``autoscaling.min``) defaults to ``count`` when that is given (a fixed-size
+        pool), else 0; ``count`` defaults to ``min``; ``max`` defaults to the larger of the two.
         """
-        low = self.min if self.min is not None else (self.count if self.count is not None else 0)
+        written_low, written_high = self.bounds()
+        low = written_low if written_low is not None else (self.count if self.count is not None else 0)
         count = self.count if self.count is not None else low
-        high = self.max if self.max is not None else max(count, low)
+        high = written_high if written_high is not None else max(count, low)
         return count, low, high
+
+    def known_zones(self) -> list[str]:
+        """The zones the pool names (``zone`` first, then ``zones``)."""
+        return [*([self.zone] if self.zone else []), *(z for z in self.zones if z != self.zone)]
 
 
 class NodePool(Object):

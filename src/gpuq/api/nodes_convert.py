@@ -45,6 +45,9 @@ from gpuq.core.nodes import (
     Node,
     SharingMode,
 )
+from gpuq.core.provisioning.autoscaler import PoolSpec
+from gpuq.core.provisioning.disruption import Budget, DisruptionPolicy
+from gpuq.core.provisioning.options import StockStep
 
 _T = TypeVar("_T")
 MIB = 2**20
@@ -281,3 +284,63 @@ def pool_summary(pool: machines.NodePool, catalogue: GPUCatalogue) -> NodePoolSu
         gpu_model=model.name if model is not None else None,
         gpus_per_node=spec.gpu.count if spec.gpu is not None else 0,
     )
+
+
+# --- provisioning -------------------------------------------------------------------------------
+
+
+def pool_spec(pool: machines.NodePool, catalogue: GPUCatalogue) -> PoolSpec:
+    """The pool as :mod:`gpuq.core.provisioning.autoscaler` sees it (limits in core units)."""
+    spec = pool.spec
+    _count, low, high = spec.sizes()
+    node = expand_pool(pool, catalogue, upto=1)
+    allocatable = dict(node[0].allocatable) if node else {}
+    scale_down = spec.scale_down or machines.ScaleDownSpec()
+    return PoolSpec(
+        name=str(pool.metadata.name),
+        machine_type=spec.machine_type,
+        zone=spec.zone or "",
+        capacity_type=spec.capacity_type,
+        min_nodes=low,
+        max_nodes=high,
+        node_allocatable=allocatable,
+        limits={name: to_amount(name, value) for name, value in sorted(spec.limits.items())},
+        usd_per_node_hour=spec.price,
+        provisioning_delay_s=spec.provisioning.total_s() if spec.provisioning else 0.0,
+        scale_down_enabled=scale_down.enabled,
+        idle_after_s=scale_down.idle_after,
+        disruption=disruption_policy(spec.disruption),
+    )
+
+
+def disruption_policy(disruption: machines.PoolDisruption | None) -> DisruptionPolicy:
+    if disruption is None:
+        return DisruptionPolicy()
+    budgets = tuple(
+        Budget(str(b.nodes), tuple(b.reasons), b.schedule, b.duration) for b in disruption.budgets
+    )
+    expire = disruption.expire_after if isinstance(disruption.expire_after, float) else None
+    return DisruptionPolicy(disruption.consolidation_policy, disruption.consolidate_after, budgets, expire)
+
+
+def stock_steps(pool: machines.NodePool) -> tuple[StockStep, ...]:
+    """The pool's ``stock`` entries with the pool's machine type, zone and capacity type filled in."""
+    spec = pool.spec
+    return tuple(
+        StockStep(
+            entry.machine_type or spec.machine_type,
+            entry.zone or spec.zone or "",
+            entry.capacity_type or spec.capacity_type,
+            entry.available,
+            entry.from_,
+        )
+        for entry in spec.stock
+    )
+
+
+def pool_specs(manifests: Sequence[Manifest]) -> tuple[tuple[PoolSpec, ...], tuple[StockStep, ...]]:
+    """Every NodePool as a :class:`PoolSpec` (sorted by name) and all their stock steps."""
+    catalogue = build_catalogue(manifests)
+    pools = sorted(_first(machines.NodePool, manifests), key=lambda p: str(p.metadata.name))
+    steps = tuple(step for pool in pools for step in stock_steps(pool))
+    return tuple(pool_spec(p, catalogue) for p in pools), steps
