@@ -29,6 +29,15 @@ KARPENTER_CAPACITY = "karpenter.sh/capacity-type"
 GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
 GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
 _RESTRICTED_DOMAINS = ("kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws")
+KARPENTER_CAPACITY_OF = {
+    "on-demand": "on-demand",
+    "spot": "spot",
+    "reserved": "reserved",
+    "calendar": "reserved",
+    "flex-start": "on-demand",
+}
+"""Karpenter knows on-demand, spot and reserved: a calendar block is a capacity reservation, and
+flex-start (GKE DWS) has no Karpenter equivalent, so it asks for on-demand."""
 _GKE_SPEC_KEYS = ("whenUnsatisfiable", "nodePoolAutoCreation", "activeMigration", "autoscalingPolicy")
 
 
@@ -74,7 +83,7 @@ def _requirements(pool: machines.NodePool) -> list[Obj]:
     spec = pool.spec
     reqs: list[Obj] = [
         {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": [spec.machine_type]},
-        {"key": KARPENTER_CAPACITY, "operator": "In", "values": [spec.capacity_type]},
+        {"key": KARPENTER_CAPACITY, "operator": "In", "values": [KARPENTER_CAPACITY_OF[spec.capacity_type]]},
     ]
     if spec.gpu is not None:
         reqs.append({"key": GPU_NAME, "operator": "In", "values": [gpu_name(spec.gpu.model)]})
@@ -85,8 +94,10 @@ def _requirements(pool: machines.NodePool) -> list[Obj]:
 
 
 def _limits(pool: machines.NodePool) -> Obj:
-    """Resource limits of the whole pool at its maximum size."""
+    """The pool's ``limits`` when written, else its resources at its maximum size."""
     spec = pool.spec
+    if spec.limits:
+        return {name: format_quantity(name, value) for name, value in sorted(spec.limits.items())}
     most = Decimal(spec.sizes()[2])
     limits = {
         "cpu": format_quantity("cpu", spec.cpu * most),
@@ -95,6 +106,13 @@ def _limits(pool: machines.NodePool) -> Obj:
     if spec.gpu is not None:
         limits["nvidia.com/gpu"] = str(spec.gpu.count * int(most))
     return limits
+
+
+def _expire_after(pool: machines.NodePool) -> str:
+    written = pool.spec.disruption.expire_after if pool.spec.disruption else None
+    if written is None:
+        return "720h"
+    return written if isinstance(written, str) else _seconds(written)
 
 
 def karpenter_node_pool(pool: machines.NodePool, options: ExportOptions) -> Obj:
@@ -113,20 +131,47 @@ def karpenter_node_pool(pool: machines.NodePool, options: ExportOptions) -> Obj:
             "taints": [
                 drop_empty({"key": t.key, "value": t.value or None, "effect": t.effect}) for t in spec.taints
             ],
-            "expireAfter": "720h",
+            "expireAfter": _expire_after(pool),
         }
     )
-    budget = "0" if spec.capacity_type == "reserved" else "10%"
     body = {
         "template": {"metadata": {"labels": labels}, "spec": template_spec},
         "limits": _limits(pool),
-        "disruption": {
-            "consolidationPolicy": "WhenEmpty",
-            "consolidateAfter": "10m",
-            "budgets": [{"nodes": budget}],
-        },
+        "disruption": _disruption(pool),
     }
     return {**make(KARPENTER_API, "NodePool", str(pool.metadata.name)), "spec": body}
+
+
+def _seconds(value: float) -> str:
+    return f"{int(value)}s" if value % 60 else f"{int(value // 60)}m"
+
+
+def _disruption(pool: machines.NodePool) -> Obj:
+    """The pool's ``disruption`` when written; else only empty nodes, after 10 minutes, 10% at a
+    time, and never for reserved or calendar pools."""
+    spec = pool.spec
+    written = spec.disruption
+    if written is None:
+        budget = "0" if spec.capacity_type in ("reserved", "calendar") else "10%"
+        return {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "10m", "budgets": [{"nodes": budget}]}
+    budgets = [
+        drop_empty(
+            {
+                "nodes": str(b.nodes),
+                "reasons": list(b.reasons) or None,
+                "schedule": b.schedule,
+                "duration": _seconds(b.duration) if b.duration is not None else None,
+            }
+        )
+        for b in written.budgets
+    ]
+    return drop_empty(
+        {
+            "consolidationPolicy": written.consolidation_policy,
+            "consolidateAfter": _seconds(written.consolidate_after),
+            "budgets": budgets or None,
+        }
+    )
 
 
 # --- GKE ComputeClass ---------------------------------------------------------------------------
