@@ -79,11 +79,12 @@ Head = tuple[Order, Waiting]
 class _Queue:
     """One ClusterQueue's waiting workloads, one FIFO per shape (all of a shape have the same demand)."""
 
-    __slots__ = ("fifos", "strict")
+    __slots__ = ("fifos", "shapes", "strict")
 
     def __init__(self, strict: bool) -> None:
         self.strict = strict
         self.fifos: dict[tuple[object, ...], deque[Head]] = {}
+        self.shapes: dict[str, tuple[object, ...]] = {}  # key -> shape, of the waiting
 
     def heads(self) -> list[Head]:
         """Candidates now: the head of each shape (BestEffortFIFO) or of the queue (StrictFIFO)."""
@@ -94,14 +95,16 @@ class _Queue:
 
     def push(self, item: Waiting) -> None:
         """Into its shape's FIFO: a shape shares the priority, so creation order is queue order."""
-        fifo = self.fifos.setdefault(shape_of(item.workload), deque())
+        shape = shape_of(item.workload)
+        self.shapes[item.workload.key] = shape
+        fifo = self.fifos.setdefault(shape, deque())
         entry = (_order(item.workload), item)
         fifo.append(entry)
         if len(fifo) > 1 and fifo[-2][0] > entry[0]:
-            self.fifos[shape_of(item.workload)] = deque(sorted(fifo, key=lambda e: e[0]))
+            self.fifos[shape] = deque(sorted(fifo, key=lambda e: e[0]))
 
-    def pop(self, workload: Workload) -> None:
-        shape = shape_of(workload)
+    def pop(self, key: str) -> None:
+        shape = self.shapes.pop(key)
         fifo = self.fifos[shape]
         fifo.popleft()
         if not fifo:
@@ -187,7 +190,7 @@ class _Model:
                 continue
             self.hold(item.cluster_queue, usage, 1)
             admitted.append((item, usage))
-            self.queues[item.cluster_queue].pop(item.workload)
+            self.queues[item.cluster_queue].pop(order[3])
             self._expose(item.cluster_queue)
             for head in self.exposed[item.cluster_queue]:
                 key = head[0][3]
