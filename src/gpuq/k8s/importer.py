@@ -73,7 +73,7 @@ class ImportSettings:
     name: str = "imported"
     nodes: str = "pools"  # or "nodes": every node stays a v1 Node
     now_s: float | None = None  # default: the newest timestamp of the dump
-    assume_s: float | None = None  # run time of pending workloads that declare none
+    assume_s: float | None = None  # run time of workloads declaring none (also initialState.assumeDuration)
 
 
 @dataclass
