@@ -95,9 +95,12 @@ class ServingObject:
     @property
     def metadata(self) -> ObjectMeta:
         meta = self.data.get("metadata") or {}
-        labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
-        annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
-        return ObjectMeta(self.name, labels, annotations)
+        labels, annotations = meta.get("labels"), meta.get("annotations")
+        return ObjectMeta(
+            self.name,
+            labels if isinstance(labels, dict) else {},
+            annotations if isinstance(annotations, dict) else {},
+        )
 
 
 class Deployment(ServingObject): ...
@@ -177,6 +180,7 @@ class ServiceSpec:
     disruption: Disruption | None = None
     model_uri: str = ""
     source: str = ""  # path:line of the object
+    trigger_queries: Mapping[str, str] = field(default_factory=dict)  # KEDA trigger -> metadata.query
 
     @property
     def key(self) -> str:
@@ -192,13 +196,19 @@ def is_serving_kind(api_version: str, kind: str) -> bool:
 
 
 def read_document(
-    path: str, line: int, data: Mapping[str, Any], lines: Mapping[FieldPath, int], diagnostics: list[Diagnostic]
+    path: str,
+    line: int,
+    data: Mapping[str, Any],
+    lines: Mapping[FieldPath, int],
+    diagnostics: list[Diagnostic],
 ) -> Manifest | None:
     """The loader's step 3 for a serving kind: keep the object, checked for a name."""
     kind = str(data["kind"])
     metadata = data.get("metadata")
     name = metadata.get("name") if isinstance(metadata, dict) else None
-    namespace = str((metadata or {}).get("namespace") or "default") if isinstance(metadata, dict) else "default"
+    namespace = (
+        str((metadata or {}).get("namespace") or "default") if isinstance(metadata, dict) else "default"
+    )
     where = Manifest(path, line, kind, str(name or ""), namespace, None, lines)
     if not isinstance(name, str) or not name:
         diagnostics.append(where.diagnostic(("metadata", "name"), "is required"))
@@ -253,10 +263,11 @@ def build_services(manifests: Sequence[Manifest]) -> tuple[list[ServiceSpec], li
     _attach_autoscalers(serving, services, workloads, diagnostics)
     _attach_disruption_budgets(serving, services, diagnostics)
     out = [s for group in services.values() for s in group]
-    for service, manifest in ((s, _owner(serving, s)) for s in out):
-        if not service.queue_name and manifest is not None:
+    for service in out:
+        owner = _owner(serving, service)
+        if not service.queue_name and owner is not None:
             message = f"no {QUEUE_LABEL} label: Kueue does not manage its pods and gpuq never admits them"
-            diagnostics.append(manifest.diagnostic(("metadata", "labels"), message, "warning"))
+            diagnostics.append(owner.diagnostic(("metadata", "labels"), message, "warning"))
     return sorted(out, key=lambda s: s.key), diagnostics
 
 
@@ -328,7 +339,9 @@ def _inference_service(manifest: Manifest) -> list[ServiceSpec]:
     metadata = data.get("metadata") or {}
     spec = mapping(data.get("spec"), "spec")
     predictor = mapping(spec.get("predictor"), "spec.predictor")
-    template = _predictor_template(predictor, manifest.name, _labels(metadata.get("labels"), "metadata.labels"))
+    template = _predictor_template(
+        predictor, manifest.name, _labels(metadata.get("labels"), "metadata.labels")
+    )
     queue, priority, source, labels = _queue_and_priority(metadata, template)
     pod_set = replica_pod_set(template, "spec.predictor")
     low = integer(predictor, "minReplicas", "spec.predictor.minReplicas", 1)
@@ -342,15 +355,18 @@ def _inference_service(manifest: Manifest) -> list[ServiceSpec]:
     if canary is not None and canary > 100:
         raise ServingError("spec.predictor.canaryTrafficPercent", f"must be at most 100, got {canary}")
     model = mapping(predictor.get("model"), "spec.predictor.model", required=False)
+    start = max(low, 1 if low else 0)
     base = ServiceSpec(
-        manifest.kind, manifest.namespace, manifest.name, queue, pod_set, max(low, 1 if low else 0), low, high,
+        manifest.kind, manifest.namespace, manifest.name, queue, pod_set, start, low, high,
         labels, priority, source, autoscaler, f"{manifest.kind}/{manifest.name}" if autoscaler else "",
         model_uri=str(model.get("storageUri") or ""), source=f"{manifest.path}:{manifest.line}",
     )  # fmt: skip
     if canary is None or canary in (0, 100):
         return [base]
     stable = replace(base, traffic_share=(100 - canary) / 100)
-    latest = replace(base, name=f"{manifest.name}-canary", traffic_share=canary / 100, traffic_of=manifest.name)
+    latest = replace(
+        base, name=f"{manifest.name}-canary", traffic_share=canary / 100, traffic_of=manifest.name
+    )
     return [stable, latest]
 
 
@@ -386,14 +402,18 @@ def _kserve_autoscaler(
         return None
     metric = str(predictor.get("scaleMetric") or ("cpu" if klass == "hpa" else "concurrency"))
     if metric not in _KSERVE_METRICS:
-        raise ServingError("spec.predictor.scaleMetric", f"expected one of {', '.join(_KSERVE_METRICS)}, got {metric!r}")
+        raise ServingError(
+            "spec.predictor.scaleMetric", f"expected one of {', '.join(_KSERVE_METRICS)}, got {metric!r}"
+        )
     default_target = 80 if metric in ("cpu", "memory") else 100
     target = integer(predictor, "scaleTarget", "spec.predictor.scaleTarget", default_target, minimum=1)
     assert target is not None
     if metric in ("cpu", "memory"):
         if low == 0:
             raise ServingError("spec.predictor.minReplicas", f"a {metric} target cannot scale to zero")
-        spec = MetricSpec(MetricSourceType.RESOURCE, metric, MetricTarget(MetricTargetType.UTILIZATION, target))
+        spec = MetricSpec(
+            MetricSourceType.RESOURCE, metric, MetricTarget(MetricTargetType.UTILIZATION, target)
+        )
         return HPASpec(high, (spec,), low)
     return request_autoscaler(metric, target * 1000, low, high, down_window_s=60, to_zero_delay_s=90)
 
@@ -407,7 +427,9 @@ def _ray_service(manifest: Manifest) -> list[ServiceSpec]:
     cluster = mapping(spec.get("rayClusterConfig"), "spec.rayClusterConfig")
     groups = cluster.get("workerGroupSpecs")
     if not isinstance(groups, list) or not groups:
-        raise ServingError("spec.rayClusterConfig.workerGroupSpecs", "needs a worker group to hold Serve replicas")
+        raise ServingError(
+            "spec.rayClusterConfig.workerGroupSpecs", "needs a worker group to hold Serve replicas"
+        )
     index = next((i for i, g in enumerate(groups) if "gpu" in str((g or {}).get("template", ""))), 0)
     at = f"spec.rayClusterConfig.workerGroupSpecs[{index}].template"
     template = mapping(mapping(groups[index], at[:-9]).get("template"), at)
@@ -427,11 +449,15 @@ def _ray_service(manifest: Manifest) -> list[ServiceSpec]:
         for d, deployment in enumerate(app_map.get("deployments") or []):
             d_at = f"{app_at}.deployments[{d}]"
             low, high, start, autoscaler = _serve_replicas(mapping(deployment, d_at), d_at)
-            name = re.sub(r"[^a-z0-9-]+", "-", f"{manifest.name}-{app_map.get('name', a)}-{deployment.get('name', d)}".lower()).strip("-")
+            name = re.sub(
+                r"[^a-z0-9-]+",
+                "-",
+                f"{manifest.name}-{app_map.get('name', a)}-{deployment.get('name', d)}".lower(),
+            ).strip("-")
             out.append(
                 ServiceSpec(
-                    manifest.kind, manifest.namespace, name, queue, pod_set, start, low, high, labels, priority,
-                    source, autoscaler, f"{manifest.kind}/{manifest.name}" if autoscaler else "",
+                    manifest.kind, manifest.namespace, name, queue, pod_set, start, low, high, labels,
+                    priority, source, autoscaler, f"{manifest.kind}/{manifest.name}" if autoscaler else "",
                     source=f"{manifest.path}:{manifest.line}",
                 )
             )  # fmt: skip
@@ -509,7 +535,23 @@ def _attach_autoscalers(
             continue
         ref = f"{manifest.kind}/{manifest.name}"
         start = service.replicas if low <= service.replicas <= high else min(max(service.replicas, low), high)
-        services[key] = [replace(service, autoscaler=autoscaler, autoscaler_ref=ref, min_replicas=low, max_replicas=high, replicas=start)]
+        queries = _trigger_queries(manifest) if manifest.kind == "ScaledObject" else {}
+        services[key] = [
+            replace(
+                service, autoscaler=autoscaler, autoscaler_ref=ref, min_replicas=low, max_replicas=high,
+                replicas=start, trigger_queries=queries,
+            )
+        ]  # fmt: skip
+
+
+def _trigger_queries(manifest: Manifest) -> dict[str, str]:
+    """Each trigger's ``metadata.query`` by the name :func:`scaled_object_spec` gives it."""
+    triggers = (manifest.model.data.get("spec") or {}).get("triggers") or []
+    out = {}
+    for index, item in enumerate(triggers):
+        name = str(item.get("name") or f"s{index}-{item.get('type')}")
+        out[name] = str((item.get("metadata") or {}).get("query") or "")
+    return out
 
 
 def _autoscaler(
@@ -523,9 +565,13 @@ def _autoscaler(
     if not isinstance(name, str) or not name:
         raise ServingError("spec.scaleTargetRef.name", "is required")
     if kind not in ("Deployment", "StatefulSet"):
-        raise ServingError("spec.scaleTargetRef.kind", f"gpuq scales a Deployment or StatefulSet, not {kind!r}")
+        raise ServingError(
+            "spec.scaleTargetRef.kind", f"gpuq scales a Deployment or StatefulSet, not {kind!r}"
+        )
     if (manifest.namespace, kind, name) not in workloads:
-        raise ServingError("spec.scaleTargetRef.name", f"{kind} {name!r} not found in namespace {manifest.namespace}")
+        raise ServingError(
+            "spec.scaleTargetRef.name", f"{kind} {name!r} not found in namespace {manifest.namespace}"
+        )
     key = f"{manifest.namespace}/{name}"
     if manifest.kind == "HorizontalPodAutoscaler":
         hpa = hpa_spec(spec)
@@ -545,7 +591,9 @@ def _budget_value(spec: Mapping[str, Any], key: str) -> int | str | None:
         return value
     if isinstance(value, str) and re.fullmatch(r"\d{1,3}%", value) and int(value[:-1]) <= 100:
         return value
-    raise ServingError(f"spec.{key}", f"expected a non-negative integer or a percentage 0%-100%, got {value!r}")
+    raise ServingError(
+        f"spec.{key}", f"expected a non-negative integer or a percentage 0%-100%, got {value!r}"
+    )
 
 
 def disruption(manifest: Manifest) -> tuple[Disruption, dict[str, str]]:
@@ -559,10 +607,14 @@ def disruption(manifest: Manifest) -> tuple[Disruption, dict[str, str]]:
         raise ServingError("spec.selector.matchExpressions", "not modelled; use matchLabels")
     labels = _labels(selector.get("matchLabels"), "spec.selector.matchLabels")
     if not labels:
-        raise ServingError("spec.selector.matchLabels", "is required (an empty selector would match every pod)")
+        raise ServingError(
+            "spec.selector.matchLabels", "is required (an empty selector would match every pod)"
+        )
     policy = str(spec.get("unhealthyPodEvictionPolicy") or "IfHealthyBudget")
     if policy not in ("IfHealthyBudget", "AlwaysAllow"):
-        raise ServingError("spec.unhealthyPodEvictionPolicy", f"expected IfHealthyBudget or AlwaysAllow, got {policy!r}")
+        raise ServingError(
+            "spec.unhealthyPodEvictionPolicy", f"expected IfHealthyBudget or AlwaysAllow, got {policy!r}"
+        )
     return Disruption(manifest.name, low, high, policy == "AlwaysAllow"), labels
 
 
@@ -585,10 +637,14 @@ def _attach_disruption_budgets(
                     continue
                 matched += 1
                 if service.disruption is not None:
-                    message = f"{service.key} is already selected by PodDisruptionBudget {service.disruption.name}"
+                    message = (
+                        f"{service.key} is already selected by PodDisruptionBudget {service.disruption.name}"
+                    )
                     diagnostics.append(manifest.diagnostic(("spec", "selector"), message))
                     continue
                 group[i] = replace(service, disruption=budget)
                 services[key] = group
         if not matched:
-            diagnostics.append(manifest.diagnostic(("spec", "selector"), "selects no service's pods", "warning"))
+            diagnostics.append(
+                manifest.diagnostic(("spec", "selector"), "selects no service's pods", "warning")
+            )

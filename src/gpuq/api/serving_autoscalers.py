@@ -21,7 +21,13 @@ from typing import Any
 
 from gpuq.api.quantity import QuantityError, parse_quantity
 from gpuq.api.source_fields import SourceError
-from gpuq.core.autoscaling.keda import SCALER_PARAMETERS, Fallback, FallbackBehavior, ScaledObjectSpec, Trigger
+from gpuq.core.autoscaling.keda import (
+    SCALER_PARAMETERS,
+    Fallback,
+    FallbackBehavior,
+    ScaledObjectSpec,
+    Trigger,
+)
 from gpuq.core.autoscaling.spec import (
     HPABehavior,
     HPAScalingRules,
@@ -96,7 +102,9 @@ _TARGET_FIELDS = {
 def metric_target(raw: object, field: str, source: MetricSourceType) -> MetricTarget:
     """``MetricTarget``: exactly the field matching ``type`` is read; it must be there."""
     target = mapping(raw, field)
-    kind = MetricTargetType(_enum(target.get("type"), tuple(t.value for t in MetricTargetType), f"{field}.type"))
+    kind = MetricTargetType(
+        _enum(target.get("type"), tuple(t.value for t in MetricTargetType), f"{field}.type")
+    )
     key = _TARGET_FIELDS[kind]
     if target.get(key) is None:
         raise ServingError(f"{field}.{key}", f"is required for a target of type {kind.value}")
@@ -136,7 +144,9 @@ def metric_spec(raw: object, field: str) -> MetricSpec:
     target = metric_target(body.get("target"), f"{field}.{key}.target", source)
     described = "Service"
     if source is MetricSourceType.OBJECT:
-        described = str(mapping(body.get("describedObject"), f"{field}.{key}.describedObject").get("kind", ""))
+        described = str(
+            mapping(body.get("describedObject"), f"{field}.{key}.describedObject").get("kind", "")
+        )
     return MetricSpec(source, name, target, described)
 
 
@@ -185,7 +195,9 @@ def behavior(raw: object, field: str) -> HPABehavior | None:
     if raw is None:
         return None
     body = mapping(raw, field)
-    return HPABehavior(_rules(body.get("scaleUp"), f"{field}.scaleUp"), _rules(body.get("scaleDown"), f"{field}.scaleDown"))
+    return HPABehavior(
+        _rules(body.get("scaleUp"), f"{field}.scaleUp"), _rules(body.get("scaleDown"), f"{field}.scaleDown")
+    )
 
 
 def hpa_spec(spec: Raw) -> HPASpec:
@@ -199,7 +211,12 @@ def hpa_spec(spec: Raw) -> HPASpec:
         raise ServingError("spec.minReplicas", f"minReplicas {low} is above maxReplicas {high}")
     raw_metrics = spec.get("metrics")
     if raw_metrics is None:  # the API server defaults to 80 % CPU
-        raw_metrics = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
+        raw_metrics = [
+            {
+                "type": "Resource",
+                "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
+            }
+        ]
     if not isinstance(raw_metrics, list) or not raw_metrics:
         raise ServingError("spec.metrics", "expected a non-empty list")
     metrics = tuple(metric_spec(m, f"spec.metrics[{i}]") for i, m in enumerate(raw_metrics))
@@ -260,13 +277,18 @@ def scaled_object_spec(spec: Raw) -> ScaledObjectSpec:
         _enum(kind, tuple(b.value for b in FallbackBehavior), "spec.fallback.behavior")
         fallback = Fallback(threshold, replicas, FallbackBehavior(kind))
     advanced = mapping(spec.get("advanced"), "spec.advanced", required=False)
-    hpa_config = mapping(advanced.get("horizontalPodAutoscalerConfig"), "spec.advanced.horizontalPodAutoscalerConfig", required=False)
+    hpa_config = mapping(
+        advanced.get("horizontalPodAutoscalerConfig"),
+        "spec.advanced.horizontalPodAutoscalerConfig",
+        required=False,
+    )
     field = "spec.advanced.horizontalPodAutoscalerConfig.behavior"
     return ScaledObjectSpec(
         triggers=triggers,
         polling_interval_s=integer(spec, "pollingInterval", "spec.pollingInterval", 30, minimum=1) or 30,
         cooldown_period_s=integer(spec, "cooldownPeriod", "spec.cooldownPeriod", 300) or 0,
-        initial_cooldown_period_s=integer(spec, "initialCooldownPeriod", "spec.initialCooldownPeriod", 0) or 0,
+        initial_cooldown_period_s=integer(spec, "initialCooldownPeriod", "spec.initialCooldownPeriod", 0)
+        or 0,
         min_replica_count=low,
         max_replica_count=high,
         idle_replica_count=idle,
@@ -295,7 +317,10 @@ def request_autoscaler(
     15 s). With a floor of zero the spec is KEDA-shaped: activation above 0, scale to zero
     ``to_zero_delay_s`` after the last active poll (polled every 15 s).
     """
-    fast = (ScalingPolicy(ScalingPolicyType.PERCENT, 1000, 15), ScalingPolicy(ScalingPolicyType.PODS, 100, 15))
+    fast = (
+        ScalingPolicy(ScalingPolicyType.PERCENT, 1000, 15),
+        ScalingPolicy(ScalingPolicyType.PODS, 100, 15),
+    )
     rules = HPABehavior(
         HPAScalingRules(up_window_s, SelectPolicy.MAX, fast, 0.0),
         HPAScalingRules(down_window_s, SelectPolicy.MAX, fast, 0.0),

@@ -90,7 +90,9 @@ class Slo(Strict):
 
 
 class ServiceTraffic(Strict):
-    service: str  # "namespace/name" or "name" of a Deployment, StatefulSet, InferenceService, Serve deployment
+    service: (
+        str  # "namespace/name" or "name" of a Deployment, StatefulSet, InferenceService, Serve deployment
+    )
     traffic: Traffic
     replica: ReplicaModel
     cold_start: ColdStart = ColdStart()

@@ -28,6 +28,8 @@ from gpuq.sim.fcfs import ANY_FLAVOR, FCFS_QUEUE, fcfs_config
 from gpuq.sim.generator import generate
 from gpuq.sim.initial_state import InitialState, StateSource, initial_state, later_arrivals
 from gpuq.sim.jobs import SimJob, to_sim_jobs, unplaceable
+from gpuq.sim.serving import ServingFleet, ServingPlan
+from gpuq.sim.serving_plan import ServingPlanError, serving_plan
 from gpuq.sim.simulator import NodeChange, Resident, SimSettings, Simulation
 from gpuq.sim.traces.model import BadRow, TraceRead
 
@@ -83,6 +85,7 @@ class PreparedVariant:
     residents: tuple[Resident, ...] = ()  # the initial state's workloads holding quota at 0
     state_warnings: tuple[Diagnostic, ...] = ()  # what the initial state assumed
     notes: tuple[str, ...] = ()  # trace rows the initial state replaces
+    serving: ServingPlan | None = None  # autoscaled services (spec.serving), see gpuq.sim.serving
 
     def simulation(
         self,
@@ -103,6 +106,7 @@ class PreparedVariant:
             residents=self.residents,
             probes=probes,
             on_probe=on_probe,
+            services=ServingFleet(self.serving) if self.serving is not None else None,
         )
 
 
@@ -280,6 +284,7 @@ def prepare(plan: ScenarioPlan, variant: VariantPlan, trace: TraceRead) -> Prepa
     jobs, too_large = unplaceable(jobs, nodes, trace.source)
     bad += too_large
     prices = _prices(result, nodes)
+    serving = _serving(plan, variant, result, settings)
     return PreparedVariant(
         variant,
         config,
@@ -293,7 +298,20 @@ def prepare(plan: ScenarioPlan, variant: VariantPlan, trace: TraceRead) -> Prepa
         tuple(residents),
         state.warnings if state is not None else (),
         tuple(notes),
+        serving,
     )
+
+
+def _serving(
+    plan: ScenarioPlan, variant: VariantPlan, result: LoadResult, settings: SimSettings
+) -> ServingPlan | None:
+    """The Scenario's services (``spec.serving``) against this variant's configuration."""
+    if plan.spec is None or plan.spec.serving is None:
+        return None
+    try:
+        return serving_plan(result, plan.spec.serving, settings.horizon_s, plan.seed, plan.base_dir)
+    except ServingPlanError as err:
+        raise ScenarioError(f"variant {variant.name}: {err}") from err
 
 
 def _initial_state(plan: ScenarioPlan, variant: VariantPlan, result: LoadResult) -> InitialState | None:

@@ -20,11 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import pairwise
+from typing import Protocol
 
 from gpuq.core.admission import Scheduler
 from gpuq.core.cycles import FlappingDetector
-from gpuq.core.decisions import Admit
-from gpuq.core.model import CheckState, ClusterConfig
+from gpuq.core.decisions import Admit, CycleResult
+from gpuq.core.model import CheckState, ClusterConfig, Workload
 from gpuq.core.nodes import Node
 from gpuq.core.placement.engine import Placer, PodBinding
 from gpuq.core.placement.scoring import inputs_for
@@ -110,6 +111,24 @@ class JobRun:
         return self.job.checkpoint_s
 
 
+class ServiceHooks(Protocol):
+    """Autoscaled services riding on the simulation (:class:`gpuq.sim.serving.ServingFleet`).
+
+    They submit and withdraw replica workloads through :meth:`Simulation.submit` and
+    :meth:`Simulation.withdraw`, and are told when a replica is bound, ready or stopped.
+    """
+
+    def template_workloads(self) -> list[Workload]: ...
+    def start(self, sim: Simulation) -> None: ...
+    def next_time(self) -> float | None: ...
+    def on_time(self, now: float, sim: Simulation) -> None: ...
+    def startup_s(self, run: JobRun, now: float, default: float, sim: Simulation) -> float: ...
+    def on_ready(self, run: JobRun, now: float) -> None: ...
+    def on_stopped(self, run: JobRun, now: float, was_ready: bool, was_bound: bool) -> None: ...
+    def filter_preemptions(self, result: CycleResult, sim: Simulation) -> CycleResult: ...
+    def close(self, end: float) -> None: ...
+
+
 @dataclass
 class SimResult:
     runs: dict[str, JobRun]
@@ -119,6 +138,7 @@ class SimResult:
     passes: int
     cycles: int
     gpus_total: float
+    services: ServiceHooks | None = None
 
 
 class Simulation:
@@ -138,6 +158,7 @@ class Simulation:
         probes: Sequence[float] = (),
         on_probe: Callable[[float, Simulation], None] | None = None,
         stop_when: Callable[[Simulation], bool] | None = None,
+        services: ServiceHooks | None = None,
     ) -> None:
         """``probes``: sorted simulated times at which ``on_probe(t, simulation)`` sees the state, once
         each, before the events of the first instant at or after ``t`` are applied (a live system
@@ -151,7 +172,9 @@ class Simulation:
                 nodes,
                 policy=settings.policy,
                 policy_inputs=inputs_for(
-                    [job.workload for job in jobs] + [r.job.workload for r in residents]
+                    [job.workload for job in jobs]
+                    + [r.job.workload for r in residents]
+                    + (services.template_workloads() if services is not None else [])
                 ),
                 flavors=config.flavors,
                 topologies=config.topologies,
@@ -177,6 +200,7 @@ class Simulation:
         self._probes = tuple(probes) if on_probe is not None else ()
         self._on_probe = on_probe
         self._stop_when = stop_when
+        self.services = services
         self.stopped_at: float | None = None
         self.first_admissions = 0  # workloads admitted for the first time (residents not counted)
         self._next_probe = 0
@@ -196,6 +220,8 @@ class Simulation:
                 else:
                     self.recorder.node_up(0.0, capacity, self.prices.get(name, 0.0))
         self._seed_residents()
+        if self.services is not None:
+            self.services.start(self)
         for index, change in enumerate(self.settings.node_changes):
             kind = EventKind.NODE_DOWN if change.action == "remove" else EventKind.NODE_UP
             self.queue.push(change.time, kind, str(index))
@@ -209,6 +235,8 @@ class Simulation:
                 self._probe(now)
             self._now = last = now
             self._apply_due(now)
+            if self.services is not None:
+                self.services.on_time(now, self)
             if self._dirty:
                 self._dirty = False
                 self._schedule(now)
@@ -224,7 +252,9 @@ class Simulation:
         capacity_mean = (
             self.recorder.capacity.integral(end) / end if end > 0 else self.recorder.capacity.value
         )
-        return SimResult(self.runs, self.recorder, end, self.events, self.passes, self.cycles, capacity_mean)
+        return SimResult(
+            self.runs, self.recorder, end, self.events, self.passes, self.cycles, capacity_mean, self.services
+        )
 
     @property
     def now(self) -> float:
@@ -290,6 +320,8 @@ class Simulation:
 
     def _next_time(self) -> float | None:
         queued = self.queue.peek_time()
+        if self.services is not None and (wake := self.services.next_time()) is not None:
+            queued = wake if queued is None else min(queued, wake)
         arrival = (
             max(self.jobs[self._next_arrival].workload.creation_time, 0.0)
             if self._next_arrival < len(self.jobs)
@@ -346,6 +378,9 @@ class Simulation:
         self.scheduler.submit(job.workload)
         self.recorder.team_pending(now, job.team, 1)
         self._dirty = True
+        backoff = job.workload.requeue_at
+        if backoff is not None and backoff > now:  # a requeue backoff still running: it waits until then
+            self.queue.push(backoff, EventKind.REQUEUE, job.key, run.version)
 
     # ------------------------------------------------------------- scheduling
     def _schedule(self, now: float) -> None:
@@ -358,6 +393,8 @@ class Simulation:
             if not entries:
                 return
             self.cycles += 1
+            if self.services is not None:  # disruption budgets protect serving replicas
+                result = self.services.filter_preemptions(result, self)
             scheduler.apply(result, entries, now)
             for decision in result.admitted:
                 self._admitted(decision, now)
@@ -398,8 +435,11 @@ class Simulation:
             run.first_bound = now
         self._nodes_changed(run.job.key, now)
         self.recorder.team_running(now, run.job.team, run.job.gpus)
-        if self.settings.startup_s > 0:
-            self.queue.push(now + self.settings.startup_s, EventKind.STARTED, run.job.key, run.version)
+        startup = self.settings.startup_s
+        if self.services is not None:  # a serving replica's cold start
+            startup = self.services.startup_s(run, now, startup, self)
+        if startup > 0:
+            self.queue.push(now + startup, EventKind.STARTED, run.job.key, run.version)
         else:
             self._running(run, now)
 
@@ -408,7 +448,10 @@ class Simulation:
         run.started_at = now
         if run.first_started is None:
             run.first_started = now
-        self.queue.push(now + run.remaining_s, EventKind.FINISH, run.job.key, run.version)
+        if self.services is not None:
+            self.services.on_ready(run, now)
+        if math.isfinite(run.remaining_s):  # serving replicas run until withdrawn
+            self.queue.push(now + run.remaining_s, EventKind.FINISH, run.job.key, run.version)
 
     def _nodes_changed(self, key: str, now: float) -> None:
         if self.placer is None:
@@ -424,6 +467,8 @@ class Simulation:
     def _stop(self, run: JobRun, now: float) -> float:
         """Release what ``run`` holds (GPU time and cost accounted); the seconds it ran."""
         ran = now - run.started_at if run.started_at is not None else 0.0
+        if self.services is not None:
+            self.services.on_stopped(run, now, run.status == JobStatus.RUNNING, run.bound_at is not None)
         if run.bound_at is not None:
             held = now - run.bound_at
             run.gpu_s += held * run.job.gpus
@@ -540,8 +585,31 @@ class Simulation:
         self.recorder.node_down(now, name)
         self.placer.set_down(name, True)
 
+    # -------------------------------------------------------------- services
+    def submit(self, job: SimJob, now: float) -> None:
+        """A workload created during the run (a serving replica): it arrives now."""
+        self._arrive(job, now)
+
+    def withdraw(self, key: str, now: float, reason: str) -> None:
+        """Delete a workload wherever it is (a replica scaled away): it ends as Finished."""
+        run = self.runs[key]
+        if run.status == JobStatus.PENDING and run.cluster_queue is not None:
+            self.scheduler.queues[run.cluster_queue].delete(key)
+            self.scheduler.workloads.pop(key, None)
+            self.scheduler.why.pop(key, None)
+            self.recorder.team_pending(now, run.job.team, -1)
+            run.version += 1
+        elif run.status in (JobStatus.ADMITTED, JobStatus.RUNNING):
+            if run.bound_at is None:
+                self.recorder.team_pending(now, run.job.team, -1)
+            self._stop(run, now)
+            self._released(key, now, lambda: self.scheduler.finish(key))
+        run.status, run.ended, run.reason = JobStatus.FINISHED, now, reason
+
     def _close(self, end: float) -> None:
         """Account for what still runs at the end of the simulated span."""
+        if self.services is not None:
+            self.services.close(end)
         for run in self.runs.values():
             if run.bound_at is not None:
                 held = end - run.bound_at
