@@ -186,13 +186,23 @@ def test_should_migrate(
 PRESETS = [
     (
         "obtainability",
-        ["a2-ultragpu-8g/spot", "a3-highgpu-8g/spot"]
-        + ["g2-standard-48/on-demand", "a2-ultragpu-8g/on-demand", "a3-highgpu-8g/on-demand"],
+        [
+            "a2-ultragpu-8g/spot",
+            "a3-highgpu-8g/spot",
+            "g2-standard-48/on-demand",
+            "a2-ultragpu-8g/on-demand",
+            "a3-highgpu-8g/on-demand",
+        ],
     ),
     (
         "cost",
-        ["g2-standard-48/on-demand", "a2-ultragpu-8g/spot", "a3-highgpu-8g/spot"]
-        + ["a2-ultragpu-8g/on-demand", "a3-highgpu-8g/on-demand"],
+        [
+            "g2-standard-48/on-demand",
+            "a2-ultragpu-8g/spot",
+            "a3-highgpu-8g/spot",
+            "a2-ultragpu-8g/on-demand",
+            "a3-highgpu-8g/on-demand",
+        ],
     ),
     ("performance", ["a3-highgpu-8g/on-demand", "a2-ultragpu-8g/on-demand", "g2-standard-48/on-demand"]),
 ]
