@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -264,3 +265,23 @@ def test_a_workload_beyond_the_horizon_has_no_start(tmp_path: Path) -> None:
     )
     eta = forecast(snapshot, RuntimeEstimator(), ForecastSettings(horizon_s=3600)).etas["team-a/p"]
     assert eta.start_at is None and eta.start_range == (None, None)
+
+
+@pytest.mark.parametrize("exact_starts", [None, 0])
+def test_a_requeue_backoff_still_running_holds_the_start_until_it_ends(
+    tmp_path: Path, exact_starts: int | None
+) -> None:
+    base = snapshot_base(tmp_path, quotas={"team-a": 8})
+    backed_off = pending("b", "team-a", 8, NOW - 50, 100)
+    snapshot = Snapshot(
+        NOW,
+        base.config,
+        base.nodes,
+        pending=(
+            PendingWorkload(replace(backed_off.workload, requeue_at=NOW + 300), backed_off.profile),
+            pending("other", "team-a", 4, NOW - 40, 100),
+        ),
+    )
+    result = forecast(snapshot, RuntimeEstimator(), ForecastSettings(exact_starts=exact_starts))
+    # "other" starts at once; "b" waits for its backoff (300 s), when other's 4 GPUs are free again.
+    assert starts(result) == {"team-a/b": 300.0, "team-a/other": 0.0}

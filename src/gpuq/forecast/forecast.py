@@ -15,6 +15,7 @@ and its ETAs say so (``method``).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -235,11 +236,12 @@ def _continue(simulation: Simulation, settings: ForecastSettings) -> dict[str, O
             )
         elif run.status == JobStatus.PENDING and run.cluster_queue is not None:
             workload = scheduler.workloads.get(key, run.job.workload)
-            waiting.append(Waiting(workload, run.cluster_queue, run.remaining_s))
+            backoff = workload.requeue_at if workload.requeue_at is not None else -math.inf
+            waiting.append(Waiting(workload, run.cluster_queue, run.remaining_s, backoff))
     for job in simulation.jobs[simulation.arrived :]:
         target, _ = scheduler.route(job.workload)
         if target is not None:
-            arrives = max(job.workload.creation_time, at)
+            arrives = max(job.workload.creation_time, job.workload.requeue_at or -math.inf, at)
             waiting.append(Waiting(job.workload, target, job.duration_s, arrives))
     capacity: dict[str, int] = {}
     placer = simulation.placer
@@ -291,13 +293,14 @@ def _expected_arrivals(
 
 
 def _relative(workload: Workload, now: float) -> Workload:
-    """Times relative to ``now``. A backoff still running is not modelled: the workload queues at 0."""
+    """Times relative to ``now``; a requeue backoff still running keeps the workload waiting."""
     reserved = workload.quota_reserved_time
+    backoff = workload.requeue_at
     return replace(
         workload,
         creation_time=workload.creation_time - now,
         quota_reserved_time=reserved - now if reserved is not None else None,
-        requeue_at=None,
+        requeue_at=backoff - now if backoff is not None and backoff > now else None,
     )
 
 
