@@ -6,9 +6,12 @@ cohort (reclaim Any, LowerPriority within queues). One GPU per running workload 
 The snapshot is taken from a simulation paused once they are all queued (what runs where, what
 waits in which order), as the live control plane would hold it; runtimes come from a history of
 50 finished runs per team and size (lognormal, median 1 h, σ 1). Prints the wall time, workloads
-per second and the share of each of the two runs (low and high runtimes). Usage:
+per second, the share of each of the two runs (low and high runtimes) and how many ETAs came from
+the exact engine and how many from the queue model (past ``--exact-starts`` admissions; 0 for no
+limit). Usage:
 
-    .venv/bin/python bench/forecast.py [--nodes 125] [--teams 8] [--pending 10000] [--profile]
+    .venv/bin/python bench/forecast.py [--nodes 125] [--teams 8] [--pending 10000] [--exact-starts 500]
+        [--profile]
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import gpuq.forecast.forecast as forecasting
 from gpuq.api.loader import load
 from gpuq.core.model import ClusterConfig, PodSet, Workload
 from gpuq.core.nodes import GPU, Node
-from gpuq.forecast.forecast import Snapshot, forecast
+from gpuq.forecast.forecast import DEFAULT_EXACT_STARTS, QUEUE_MODEL, ForecastSettings, Snapshot, forecast
 from gpuq.forecast.replay import Replay, default_profile
 from gpuq.forecast.runtimes import Finished, RuntimeEstimator
 from gpuq.sim.jobs import SimJob
@@ -142,6 +145,7 @@ def main() -> None:
     parser.add_argument("--teams", type=int, default=8)
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--exact-starts", type=int, default=DEFAULT_EXACT_STARTS, help="0: no limit")
     parser.add_argument("--profile", action="store_true", help="cProfile the forecast; print the top 25")
     args = parser.parse_args()
     started = time.perf_counter()
@@ -155,7 +159,7 @@ def main() -> None:
     try:
         if profiler is not None:
             profiler.enable()
-        result = forecast(taken, estimator)
+        result = forecast(taken, estimator, ForecastSettings(exact_starts=args.exact_starts or None))
         if profiler is not None:
             profiler.disable()
     finally:
@@ -165,6 +169,11 @@ def main() -> None:
     print(
         f"forecast: {result.took_s:.2f}s wall, {workloads / result.took_s:,.0f} workloads/s, "
         f"{started_in:,} of {len(result.etas):,} with a start within {result.horizon_s / 86400:g} days"
+    )
+    modelled = sum(1 for eta in result.etas.values() if eta.method == QUEUE_MODEL)
+    print(
+        f"  exact engine for the first {args.exact_starts or 'all':} admissions of each run: "
+        f"{len(result.etas) - modelled:,} ETAs simulated, {modelled:,} by the queue model"
     )
     for name, seconds in zip(("low runtimes", "high runtimes"), spent, strict=True):
         print(f"  {name}: {seconds:.2f}s ({100 * seconds / result.took_s:.0f}%)")
