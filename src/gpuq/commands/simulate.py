@@ -22,6 +22,9 @@ from gpuq.sim.scenario import (
     plan_scenario,
     prepare,
 )
+from gpuq.sim.serving_report import ROWS as SERVING_ROWS
+from gpuq.sim.serving_report import batch_only, serving_metrics
+from gpuq.sim.serving_report import cell as serving_cell
 from gpuq.sim.simulator import SimResult
 from gpuq.sim.traces.model import BadRow, TraceError
 
@@ -117,6 +120,9 @@ def simulate(
         started = time.perf_counter()
         result = _run(prepared, quiet)
         wall = time.perf_counter() - started
+        bins = plan.spec.settings.bins if plan.spec else 240
+        services = serving_metrics(result, bins) if prepared.serving is not None else None
+        result = batch_only(result)  # serving replicas are reported per service, not as jobs
         shares = plan.spec.fairness.shares if plan.spec else {}
         total = sum(shares.values())
         metrics = variant_metrics(
@@ -128,6 +134,8 @@ def simulate(
             entitlements={t: s / total for t, s in shares.items()} if shares else None,
         )
         metrics["workloads"]["bad_rows"] = len(workloads.bad_rows) + len(prepared.bad_rows)
+        if services is not None:
+            metrics["serving"] = services
         variants.append(metrics)
         csv_parts.append(
             workloads_csv(result.runs.values(), variant_plan.name if len(plan.variants) > 1 else None)
@@ -275,6 +283,22 @@ def _print_summary(plan: ScenarioPlan, variants: list[dict[str, Any]]) -> None:
             )
         teams.add_row(name, *cells)
     out.print(teams)
+    if any(v.get("serving") for v in variants):
+        _print_serving(variants)
+
+
+def _print_serving(variants: list[dict[str, Any]]) -> None:
+    """Per service, the variants side by side (gpuq.sim.serving_report)."""
+    table = Table(title="Serving: per service (latency, SLO attainment, replicas, GPU-hours, cost)")
+    table.add_column("")
+    for v in variants:
+        table.add_column(v["name"], justify="right")
+    for name in sorted({s["name"] for v in variants for s in v.get("serving") or []}):
+        entries = [next((s for s in v.get("serving") or [] if s["name"] == name), None) for v in variants]
+        table.add_row(f"[bold]{name}[/bold]", *("" for _ in variants))
+        for label, kind, path in SERVING_ROWS:
+            table.add_row(f"  {label}", *(serving_cell(e, kind, path) for e in entries))
+    out.print(table)
 
 
 def _mean(values: list[float]) -> float | None:

@@ -20,6 +20,8 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
+from gpuq.sim.serving_report import services_table
+
 _DASH = "–"
 # Tableau 10: distinct in print and for the common colour-vision deficiencies.
 _PALETTE: tuple[str, ...] = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2")
@@ -47,7 +49,7 @@ def render_report(metrics: Metrics) -> str:
     variants = [v for v in metrics.get("variants") or [] if isinstance(v, Mapping)]
     sections = (
         f'<section id="{section_id}">\n<h2>{title}</h2>\n{render(variants)}\n</section>'
-        for section_id, title, _, render in _SECTIONS
+        for section_id, title, _, render in _sections(variants)
     )
     return _document(metrics, variants, "\n".join(sections))
 
@@ -432,7 +434,16 @@ _SECTIONS: tuple[tuple[str, str, str, Callable[[Sequence[Metrics]], str]], ...] 
     ("utilisation", "Utilisation over time", "Utilisation", _utilisation_figure),
     ("queues", "Queues and GPUs held per team", "Queues", _queues_figure),
     ("waits", "Wait distributions", "Waits", _waits_figure),
+    ("serving", "Serving: per service", "Serving", services_table),
 )
+
+
+def _sections(
+    variants: Sequence[Metrics],
+) -> tuple[tuple[str, str, str, Callable[[Sequence[Metrics]], str]], ...]:
+    """The sections shown: the serving one only when a variant has services."""
+    serving = any(v.get("serving") for v in variants)
+    return tuple(s for s in _SECTIONS if s[0] != "serving" or serving)
 
 
 def _document(metrics: Metrics, variants: Sequence[Metrics], body: str) -> str:
@@ -444,7 +455,7 @@ def _document(metrics: Metrics, variants: Sequence[Metrics], body: str) -> str:
         for v in variants
     )
     noun = "variants compared" if len(variants) > 1 else "variant"
-    nav = "".join(f'<a href="#{section_id}">{link}</a>' for section_id, _, link, _ in _SECTIONS)
+    nav = "".join(f'<a href="#{section_id}">{link}</a>' for section_id, _, link, _ in _sections(variants))
     # plotly.js holds no "</script", but the report must not depend on that staying true.
     plotly_js = get_plotlyjs().replace("</script", "<\\/script")
     return f"""<!DOCTYPE html>

@@ -143,8 +143,7 @@ class ServingFleet:
         for svc in self.services:
             spec = svc.plan.spec
             self._scale(svc, spec.replicas, 0.0, sim)
-            if spec.autoscaler is not None:
-                self._push(0.0, svc.index)
+            self._push(0.0, svc.index)  # an instant at 0, so the starting replicas are scheduled
 
     def next_time(self) -> float | None:
         return self._wakeups[0][0] if self._wakeups else None
@@ -153,6 +152,8 @@ class ServingFleet:
         while self._wakeups and self._wakeups[0][0] <= now:
             _, _, index = heapq.heappop(self._wakeups)
             svc = self.services[index]
+            if svc.plan.spec.autoscaler is None:
+                continue
             self._sync(svc, now, sim)
             self._push(now + _sync_period(svc.plan.spec), index)
 
@@ -169,6 +170,8 @@ class ServingFleet:
         replica.bound_at = now
         svc.holding += 1
         self._mark(svc, now)
+        if now == 0.0 and replica.created == 0.0:
+            return 0.0  # the replicas the day starts with are already running (warm)
         cold = svc.plan.traffic.cold_start
         node = self._node_of(run.job.key, sim)
         replica.node = node
@@ -326,7 +329,7 @@ class ServingFleet:
             why = sim.scheduler.why.get(key)
             if run is None or run.status.value != "Pending" or why is None:
                 continue
-            if not svc.waits or svc.waits[-1][1:] != (key, why.message):
+            if not any(w[1] == key and w[2] == why.message for w in svc.waits[-len(svc.replicas) :]):
                 svc.waits.append((now, key, why.message))
 
     # -------------------------------------------------------------- traffic
