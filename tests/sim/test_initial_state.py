@@ -114,6 +114,14 @@ def workload(
     }
 
 
+def finished(name: str) -> dict[str, Any]:
+    """A Workload that ran 8 GPUs from -900 to -700 and finished."""
+    done = workload(name, reserved=-900, ready=-900, expected="1000s")
+    condition = {"type": "Finished", "status": "True", "reason": "Succeeded", "lastTransitionTime": ts(-700)}
+    done["status"]["conditions"].append(condition)
+    return done
+
+
 @dataclass
 class Setup:
     state: list[dict[str, Any]]
@@ -189,6 +197,11 @@ CASES = [
         Setup([workload("run", reserved=-600, expected="1000s")]),
         {"run": (-600, 400)},
         id="without PodsReady it has run since its quota reservation",
+    ),
+    pytest.param(
+        Setup([workload("run", reserved=-600, ready=-600, expected="1000s"), finished("done")]),
+        {"run": (-600, 400)},
+        id="a finished workload in the state is the past and is left out",
     ),
     pytest.param(
         Setup([workload("run", reserved=-600, ready=-600, max_s=900)]),

@@ -18,7 +18,8 @@ workloads -o yaml`` prints them, or Jobs...). Steps, for one variant's configura
    :class:`~gpuq.sim.simulator.Resident`: it runs since its ``PodsReady`` condition, else since
    its quota reservation (as :func:`gpuq.forecast.manifests.snapshot_of` reads it), with the
    run time left from 0; one already past its run time finishes at 0 (warned);
-6. the others were created before 0: they queue at 0, in their creation order;
+6. the others were created before 0: they queue at 0, in their creation order (a finished
+   workload, ``Finished`` condition True, is the past and is left out);
 7. the trace (:func:`later_arrivals`): with ``traceOrigin``, rows submitted at or before ``at``
    are the past (in the state, or finished) and are not replayed; later rows arrive at
    ``traceOrigin + submit - at``. Without it the trace begins at ``at``: every row arrives at
@@ -97,8 +98,9 @@ def initial_state(result: LoadResult, source: StateSource) -> InitialState:
     """The state's workloads in ``result`` (the configuration and the state, loaded together) as
     residents and pending jobs at time 0 (steps 2 to 6 of the module's docstring)."""
     assert result.config is not None, "load errors are reported before"
-    manifests = state_manifests(result, source)
-    at = source.at_s if source.at_s is not None else latest_time(manifests)
+    dumped = state_manifests(result, source)
+    at = source.at_s if source.at_s is not None else latest_time(dumped)
+    manifests = [m for m in dumped if not _finished(m.model)]  # a finished one is the past
     diagnostics = [d for m in manifests for d in check(m, result.config, at)]
     if any(d.severity == "error" for d in diagnostics):
         return InitialState(at, diagnostics=tuple(diagnostics))
@@ -237,6 +239,10 @@ def _relative(workload: Workload, at_s: float) -> Workload:
         quota_reserved_time=reserved - at_s if reserved is not None else None,
         requeue_at=None,
     )
+
+
+def _finished(model: kueue.Workload) -> bool:
+    return any(c.type == "Finished" and c.status == "True" for c in model.status.conditions)
 
 
 def _key(manifest: Manifest) -> str:
