@@ -34,7 +34,7 @@ import yaml
 from pydantic import ValidationError
 
 from gpuq.api import convert, kueue
-from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest
+from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, format_field_path
 from gpuq.api.pods import quantity_problems
 from gpuq.api.quantity import QuantityError
 from gpuq.api.serving_autoscalers import (
@@ -286,8 +286,7 @@ def replica_pod_set(template: Mapping[str, Any], field_name: str, count: int = 1
     """A replica's pods as a core PodSet, through the same conversion Workloads use."""
     spec = mapping(template.get("spec"), f"{field_name}.spec")
     for path, message in quantity_problems(spec):
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
-        raise ServingError(f"{field_name}.spec{where}", message)
+        raise ServingError(f"{field_name}.{format_field_path(('spec', *path))}", message)
     containers = spec.get("containers")
     if not isinstance(containers, list) or not containers:
         raise ServingError(f"{field_name}.spec.containers", "expected a non-empty list of containers")

@@ -215,7 +215,13 @@ class ServingFleet:
         self._mark(svc, now)
 
     def filter_preemptions(self, result: CycleResult, sim: Simulation) -> CycleResult:
-        """Step 5: drop every preemptor's evictions if one of them breaks a disruption budget."""
+        """Step 5: drop every preemptor's evictions if one of them breaks a disruption budget.
+
+        Also keeps Kueue's reason for each replica the cycle left waiting (when it changes)."""
+        for waiting in result.pending:
+            found = self._by_key.get(waiting.workload)
+            if found is not None:
+                self._note_wait(found[0], waiting.workload, waiting.message, sim.now)
         if not result.preempted:
             return result
         allowed: dict[int, int] = {}
@@ -263,7 +269,6 @@ class ServingFleet:
     def _sync(self, svc: ServiceRun, now: float, sim: Simulation) -> None:
         """Step 4: one autoscaler sync on the metrics of the current load."""
         self._advance(svc, now)
-        self._note_waits(svc, now, sim)
         spec = svc.plan.spec
         autoscaler = spec.autoscaler
         assert autoscaler is not None
@@ -322,15 +327,9 @@ class ServingFleet:
             uid=f"s{svc.index:04d}-{ordinal:07d}",
         )
 
-    def _note_waits(self, svc: ServiceRun, now: float, sim: Simulation) -> None:
-        """Keep Kueue's reason for each replica still waiting for quota (changes only)."""
-        for key in svc.replicas:
-            run = sim.runs.get(key)
-            why = sim.scheduler.why.get(key)
-            if run is None or run.status.value != "Pending" or why is None:
-                continue
-            if not any(w[1] == key and w[2] == why.message for w in svc.waits[-len(svc.replicas) :]):
-                svc.waits.append((now, key, why.message))
+    def _note_wait(self, svc: ServiceRun, key: str, message: str, now: float) -> None:
+        if not any(w[1] == key and w[2] == message for w in svc.waits[-max(1, len(svc.replicas)) :]):
+            svc.waits.append((now, key, message))
 
     # -------------------------------------------------------------- traffic
     def _mark(self, svc: ServiceRun, now: float) -> None:
