@@ -45,7 +45,11 @@ def import_k8s(
     ] = None,
     assume: Annotated[
         str | None,
-        typer.Option("--assume-duration", help="Run time for pending workloads that declare none (e.g. 1h)."),
+        typer.Option(
+            "--assume-duration",
+            help="Run time for workloads that declare none (e.g. 1h): pending ones in the trace, and "
+            "the scenario's initialState.assumeDuration.",
+        ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Write into a directory that is not empty.")] = False,
 ) -> None:
