@@ -176,6 +176,95 @@ class SettingsOverride(Strict):
     checkpoint_interval: PositiveSeconds | None = None
 
 
+class SpotInterruption(Strict):
+    """One interruption of a trace: the notice for ``node`` (or ``count`` nodes of ``pool``) at ``at``."""
+
+    at: Seconds
+    node: str | None = None
+    pool: str | None = None
+    count: Annotated[int, Field(gt=0)] = 1
+
+    @model_validator(mode="after")
+    def _target(self) -> SpotInterruption:
+        if (self.node is None) == (self.pool is None):
+            raise ValueError("give either node or pool (with count)")
+        return self
+
+
+class SpotSettings(Strict):
+    """Spot interruptions: a rate per pool (drawn with the scenario's seed) and/or a trace; the node
+    goes ``noticePeriod`` after the notice (GCP 30s, AWS 2m)."""
+
+    provider: Literal["gcp", "aws"] = "gcp"
+    notice_period: Seconds | None = None
+    interruptions_per_node_hour: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    trace: list[SpotInterruption] = Field(default_factory=list)
+
+
+class QueuedCheck(Strict):
+    """How one ProvisioningRequest admission check provisions: ``queued`` (all or nothing),
+    ``flex-start`` (runs capped at ``maxRunDuration``) or ``calendar`` (a fixed window)."""
+
+    mode: Literal["queued", "flex-start", "calendar"] = "queued"
+    max_run_duration: PositiveSeconds | None = None
+    window_start: Seconds | None = None
+    window_end: PositiveSeconds | None = None
+
+    @model_validator(mode="after")
+    def _window(self) -> QueuedCheck:
+        if (self.mode == "calendar") != (self.window_start is not None and self.window_end is not None):
+            raise ValueError("calendar mode needs windowStart and windowEnd, and only it takes them")
+        return self
+
+
+class QueuedSettings(Strict):
+    """Queued provisioning: an attempt that gets no capacity for ``attemptTimeout`` fails and is
+    retried with the ProvisioningRequestConfig's backoff; ``checks`` per AdmissionCheck name."""
+
+    attempt_timeout: PositiveSeconds = 1800.0
+    checks: dict[str, QueuedCheck] = Field(default_factory=dict)
+
+
+class StockSpec(Strict):
+    """From ``from`` on, ``available`` nodes of (machineType, zone, capacityType) at once."""
+
+    machine_type: str
+    zone: str = ""
+    capacity_type: Literal["reserved", "on-demand", "spot", "flex-start", "calendar"] = "on-demand"
+    available: Annotated[int, Field(ge=0)]
+    from_: Seconds = Field(default=0.0, alias="from")
+
+
+class DisruptionBudgetSpec(Strict):
+    """A PodDisruptionBudget over simulated pods (labels ``app``: the workload's class, ``queue``)."""
+
+    name: str
+    namespace: str
+    selector: dict[str, str] = Field(default_factory=dict)
+    min_available: Annotated[int, Field(ge=0)] | None = None
+    max_unavailable: Annotated[int, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> DisruptionBudgetSpec:
+        if (self.min_available is None) == (self.max_unavailable is None):
+            raise ValueError("give exactly one of minAvailable or maxUnavailable")
+        return self
+
+
+class ProvisioningSettings(Strict):
+    """The simulator carries out provisioning decisions (gpuq.sim.provisioning): autoscaled pools,
+    compute classes, queued provisioning, spot interruptions, cost attribution."""
+
+    autoscaling: bool = True
+    consolidation: bool = True
+    spot: SpotSettings = SpotSettings()
+    queued: QueuedSettings = QueuedSettings()
+    stock: list[StockSpec] = Field(default_factory=list)
+    pod_disruption_budgets: list[DisruptionBudgetSpec] = Field(default_factory=list)
+    do_not_disrupt_priority: int | None = None  # workloads at or above it are never consolidated
+    idle_alert_after: PositiveSeconds = 1800.0
+
+
 class Variant(Strict):
     name: Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]
     description: str = ""
@@ -185,6 +274,7 @@ class Variant(Strict):
     fair_sharing: bool | None = None
     ignore_priorities: bool = False
     settings: SettingsOverride = SettingsOverride()
+    provisioning: ProvisioningSettings | None = None  # replaces the scenario's spec.provisioning
 
 
 class Fairness(Strict):
@@ -200,6 +290,7 @@ class ScenarioSpec(Strict):
     fairness: Fairness = Fairness()
     variants: list[Variant] = Field(default_factory=list)
     serving: ServingSection | None = None  # services' traffic and replicas (gpuq.api.serving_scenario)
+    provisioning: ProvisioningSettings | None = None  # autoscaling, DWS, spot, cost: gpuq.sim.provisioning
 
     @model_validator(mode="after")
     def _unique_variants(self) -> ScenarioSpec:

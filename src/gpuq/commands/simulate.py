@@ -13,7 +13,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from gpuq.sim import provisioning_report
 from gpuq.sim.metrics import SCHEMA, variant_metrics, workloads_csv
+from gpuq.sim.provisioning import Provisioner
 from gpuq.sim.scenario import (
     PreparedVariant,
     ScenarioError,
@@ -118,7 +120,7 @@ def simulate(
         _report_bad_rows(prepared.bad_rows, workloads.rows, f"variant {variant_plan.name}: ")
         _report_state(prepared, said)
         started = time.perf_counter()
-        result = _run(prepared, quiet)
+        result, provisioner = _run(prepared, quiet)
         wall = time.perf_counter() - started
         bins = plan.spec.settings.bins if plan.spec else 240
         services = serving_metrics(result, bins) if prepared.serving is not None else None
@@ -136,6 +138,9 @@ def simulate(
         metrics["workloads"]["bad_rows"] = len(workloads.bad_rows) + len(prepared.bad_rows)
         if services is not None:
             metrics["serving"] = services
+        if provisioner is not None:  # only when the scenario turns provisioning on
+            metrics["provisioning"] = provisioning_report.provisioning_metrics(provisioner, result, bins)
+            metrics["cost_attribution"] = provisioning_report.cost_metrics(provisioner, result)
         variants.append(metrics)
         csv_parts.append(
             workloads_csv(result.runs.values(), variant_plan.name if len(plan.variants) > 1 else None)
@@ -153,7 +158,7 @@ def simulate(
     out.print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False, markup=False)
 
 
-def _run(prepared: PreparedVariant, quiet: bool) -> SimResult:
+def _run(prepared: PreparedVariant, quiet: bool) -> tuple[SimResult, Provisioner | None]:
     jobs = prepared.jobs
     last = max(
         [j.workload.creation_time for j in jobs] + [r.remaining_s for r in prepared.residents], default=0.0
@@ -178,7 +183,9 @@ def _run(prepared: PreparedVariant, quiet: bool) -> SimResult:
                 progress.update(task, completed=min(now, total), clock=f"t={_human(now)}")
 
         simulation = prepared.simulation(None if quiet else on_progress)
-        return simulation.run()
+        result = simulation.run()
+        provisioner = simulation.provisioning
+        return result, provisioner if isinstance(provisioner, Provisioner) else None
 
 
 def _write_outputs(target: Path, document: dict[str, Any], csv_parts: list[str]) -> list[Path]:
@@ -285,6 +292,20 @@ def _print_summary(plan: ScenarioPlan, variants: list[dict[str, Any]]) -> None:
     out.print(teams)
     if any(v.get("serving") for v in variants):
         _print_serving(variants)
+    if any(v.get("provisioning") for v in variants):
+        _print_provisioning(variants)
+
+
+def _print_provisioning(variants: list[dict[str, Any]]) -> None:
+    """Provisioning and cost side by side (gpuq.sim.provisioning_report)."""
+    table = Table(title="Provisioning and cost")
+    table.add_column("")
+    for v in variants:
+        table.add_column(v["name"], justify="right")
+    columns = [provisioning_report.cells(v) for v in variants]
+    for index, (label, _get) in enumerate(provisioning_report.ROWS):
+        table.add_row(label, *(c[index] for c in columns))
+    out.print(table)
 
 
 def _print_serving(variants: list[dict[str, Any]]) -> None:

@@ -7,7 +7,7 @@ between a node's old and new state, and borrowing is integrated per cohort.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gpuq.core.model import ClusterConfig, ResourceGroup
@@ -109,6 +109,9 @@ class Recorder:
         self._nodes: dict[str, tuple[float, int]] = {}
         self._gpus: dict[str, int] = {}
         self._prices: dict[str, float] = {}
+        self.watch: Callable[[float, str, NodeCapacity | None], None] | None = None
+        """Told of every node that comes up, changes (``capacity``) or goes down (None): the
+        provisioning hooks' idle tracking (gpuq.sim.provisioning); None costs nothing."""
         self.queues = {
             name: QueueLedger(cq.cohort, nominal_gpus(cq.resource_groups))
             for name, cq in config.cluster_queues.items()
@@ -138,6 +141,8 @@ class Recorder:
 
     def node_down(self, now: float, name: str) -> None:
         used, busy = self._nodes.pop(name)
+        if self.watch is not None:
+            self.watch(now, name, None)
         gpus = self._gpus[name]
         self._shift(now, gpus, used, busy, -1)
         self.capacity.add(now, -gpus)
@@ -148,6 +153,8 @@ class Recorder:
         old = self._nodes.get(name)
         if old is None:
             return  # not in service
+        if self.watch is not None:
+            self.watch(now, name, capacity)
         new = node_gpu_state(capacity)
         if new == old:
             return

@@ -21,13 +21,22 @@ from gpuq.api.diagnostics import Diagnostic, Manifest
 from gpuq.api.kueue import WorkloadPriorityClass
 from gpuq.api.loader import LoadResult, expand_path, load
 from gpuq.api.machines import NodePool
-from gpuq.api.scenario import Scenario, ScenarioSpec, Settings, SettingsOverride, TraceSource
+from gpuq.api.scenario import (
+    ProvisioningSettings,
+    Scenario,
+    ScenarioSpec,
+    Settings,
+    SettingsOverride,
+    TraceSource,
+)
 from gpuq.core.model import Admission, ClusterConfig
 from gpuq.core.nodes import Node
 from gpuq.sim.fcfs import ANY_FLAVOR, FCFS_QUEUE, fcfs_config
 from gpuq.sim.generator import generate
 from gpuq.sim.initial_state import InitialState, StateSource, initial_state, later_arrivals
 from gpuq.sim.jobs import SimJob, to_sim_jobs, unplaceable
+from gpuq.sim.provisioning import Provisioner
+from gpuq.sim.provisioning_setup import ProvisioningSetup, provisioning_setup, spare_nodes
 from gpuq.sim.serving import ServingFleet, ServingPlan
 from gpuq.sim.serving_plan import ServingPlanError, serving_plan
 from gpuq.sim.simulator import NodeChange, Resident, SimSettings, Simulation
@@ -54,6 +63,7 @@ class VariantPlan:
     ignore_priorities: bool = False
     override: SettingsOverride = field(default_factory=SettingsOverride)
     queueing: str = "kueue"
+    provisioning: ProvisioningSettings | None = None  # the variant's own spec.provisioning
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,7 @@ class PreparedVariant:
     state_warnings: tuple[Diagnostic, ...] = ()  # what the initial state assumed
     notes: tuple[str, ...] = ()  # trace rows the initial state replaces
     serving: ServingPlan | None = None  # autoscaled services (spec.serving), see gpuq.sim.serving
+    provisioning: ProvisioningSetup | None = None  # spec.provisioning, see gpuq.sim.provisioning
 
     def simulation(
         self,
@@ -107,6 +118,7 @@ class PreparedVariant:
             probes=probes,
             on_probe=on_probe,
             services=ServingFleet(self.serving) if self.serving is not None else None,
+            provisioning=Provisioner(self.provisioning) if self.provisioning is not None else None,
         )
 
 
@@ -157,6 +169,7 @@ def plan_scenario(
             v.ignore_priorities or v.queueing == "fcfs",
             v.settings,
             v.queueing,
+            v.provisioning,
         )
         for v in spec.variants
     ]
@@ -281,9 +294,13 @@ def prepare(plan: ScenarioPlan, variant: VariantPlan, trace: TraceRead) -> Prepa
         residents = [_fcfs_resident(r) for r in residents]
     settings = _settings(plan.spec.settings if plan.spec else Settings(), variant.override)
     nodes, down = _nodes_with_spares(result, settings)
+    chosen = variant.provisioning or (plan.spec.provisioning if plan.spec else None)
+    setup = provisioning_setup(result, chosen, plan.seed) if chosen is not None else None
+    if setup is not None:
+        nodes, down = _with_pool_spares(nodes, down, spare_nodes(result))
     jobs, too_large = unplaceable(jobs, nodes, trace.source)
     bad += too_large
-    prices = _prices(result, nodes)
+    prices = _prices(result, nodes, setup)
     serving = _serving(plan, variant, result, settings)
     return PreparedVariant(
         variant,
@@ -299,6 +316,7 @@ def prepare(plan: ScenarioPlan, variant: VariantPlan, trace: TraceRead) -> Prepa
         state.warnings if state is not None else (),
         tuple(notes),
         serving,
+        setup,
     )
 
 
@@ -380,9 +398,24 @@ def _nodes_with_spares(result: LoadResult, settings: SimSettings) -> tuple[tuple
     return nodes, tuple(n.name for n in spares)
 
 
-def _prices(result: LoadResult, nodes: tuple[Node, ...]) -> dict[str, float]:
+def _prices(
+    result: LoadResult, nodes: tuple[Node, ...], setup: ProvisioningSetup | None = None
+) -> dict[str, float]:
+    """Per node: its pool's ``price``; with provisioning on, the price catalogue's where none is written."""
     per_pool = {p.name: p.hourly_price_usd or 0.0 for p in result.node_pools}
+    if setup is not None:
+        per_pool |= {p.name: p.usd_per_node_hour or 0.0 for p in setup.pools}
     return {n.name: per_pool.get(n.pool or "", 0.0) for n in nodes}
+
+
+def _with_pool_spares(
+    nodes: tuple[Node, ...], down: tuple[str, ...], spares: list[Node]
+) -> tuple[tuple[Node, ...], tuple[str, ...]]:
+    """Add the scalable pools' spare nodes (down at 0) that are not there yet."""
+    have = {n.name for n in nodes}
+    extra = [n for n in spares if n.name not in have]
+    merged = tuple(sorted([*nodes, *extra], key=lambda n: n.name))
+    return merged, (*down, *(n.name for n in extra))
 
 
 def _workloads(result: LoadResult, state: StateSource | None = None) -> int:

@@ -105,6 +105,7 @@ class JobRun:
     cost: float = 0.0
     usage: Mapping[FlavorResource, int] = field(default_factory=dict)
     reason: str = ""  # the last eviction or why it never ran
+    held: bool = False  # holds quota, an admission check the provisioning hooks own is not Ready yet
 
     @property
     def checkpoint_s(self) -> float | None:
@@ -127,6 +128,20 @@ class ServiceHooks(Protocol):
     def on_stopped(self, run: JobRun, now: float, was_ready: bool, was_bound: bool) -> None: ...
     def filter_preemptions(self, result: CycleResult, sim: Simulation) -> CycleResult: ...
     def close(self, end: float) -> None: ...
+
+
+class ProvisioningHooks(Protocol):
+    """Node provisioning riding on the simulation (:class:`gpuq.sim.provisioning.Provisioner`):
+    autoscaled pools, ProvisioningRequest admission checks, spot interruptions. Nodes join and leave
+    through :meth:`Simulation.add_node` and :meth:`Simulation.remove_node`."""
+
+    def start(self, sim: Simulation) -> None: ...
+    def next_time(self) -> float | None: ...
+    def on_time(self, now: float, sim: Simulation) -> None: ...
+    def after_schedule(self, now: float, sim: Simulation) -> None: ...
+    def hold_checks(self, run: JobRun, checks: tuple[str, ...], now: float, sim: Simulation) -> set[str]: ...
+    def on_stopped(self, run: JobRun, now: float) -> None: ...
+    def close(self, end: float, sim: Simulation) -> None: ...
 
 
 @dataclass
@@ -159,6 +174,7 @@ class Simulation:
         on_probe: Callable[[float, Simulation], None] | None = None,
         stop_when: Callable[[Simulation], bool] | None = None,
         services: ServiceHooks | None = None,
+        provisioning: ProvisioningHooks | None = None,
     ) -> None:
         """``probes``: sorted simulated times at which ``on_probe(t, simulation)`` sees the state, once
         each, before the events of the first instant at or after ``t`` are applied (a live system
@@ -201,6 +217,7 @@ class Simulation:
         self._on_probe = on_probe
         self._stop_when = stop_when
         self.services = services
+        self.provisioning = provisioning
         self.stopped_at: float | None = None
         self.first_admissions = 0  # workloads admitted for the first time (residents not counted)
         self._next_probe = 0
@@ -222,6 +239,8 @@ class Simulation:
         self._seed_residents()
         if self.services is not None:
             self.services.start(self)
+        if self.provisioning is not None:
+            self.provisioning.start(self)
         for index, change in enumerate(self.settings.node_changes):
             kind = EventKind.NODE_DOWN if change.action == "remove" else EventKind.NODE_UP
             self.queue.push(change.time, kind, str(index))
@@ -237,9 +256,13 @@ class Simulation:
             self._apply_due(now)
             if self.services is not None:
                 self.services.on_time(now, self)
+            if self.provisioning is not None:
+                self.provisioning.on_time(now, self)
             if self._dirty:
                 self._dirty = False
                 self._schedule(now)
+            if self.provisioning is not None:
+                self.provisioning.after_schedule(now, self)
             if self._stop_when is not None and self._stop_when(self):
                 self.stopped_at = now
                 break
@@ -321,6 +344,8 @@ class Simulation:
     def _next_time(self) -> float | None:
         queued = self.queue.peek_time()
         if self.services is not None and (wake := self.services.next_time()) is not None:
+            queued = wake if queued is None else min(queued, wake)
+        if self.provisioning is not None and (wake := self.provisioning.next_time()) is not None:
             queued = wake if queued is None else min(queued, wake)
         arrival = (
             max(self.jobs[self._next_arrival].workload.creation_time, 0.0)
@@ -410,10 +435,18 @@ class Simulation:
     def _admitted(self, decision: Admit, now: float) -> None:
         run = self.runs[decision.workload]
         if decision.checks_pending:
-            # Admission checks pass at once: the capacity they stand for is modelled by the nodes.
+            # Admission checks pass at once (the capacity they stand for is modelled by the nodes),
+            # except those the provisioning hooks carry out (ProvisioningRequests): they stay Pending.
+            held = (
+                self.provisioning.hold_checks(run, decision.checks_pending, now, self)
+                if self.provisioning is not None
+                else set()
+            )
             self.scheduler.reserved_checks[decision.workload] = {
-                name: CheckState.READY for name in decision.checks_pending
+                name: CheckState.PENDING if name in held else CheckState.READY
+                for name in decision.checks_pending
             }
+            run.held = bool(held)
         run.status = JobStatus.ADMITTED
         run.version += 1
         if run.first_admitted is None:
@@ -424,7 +457,7 @@ class Simulation:
         self.recorder.queue_usage(now, decision.cluster_queue, run.usage, 1)
         if self._ready_timeout is not None:
             self.queue.push(now + self._ready_timeout, EventKind.PODS_READY_TIMEOUT, run.job.key, run.version)
-        if decision.workload not in self.scheduler.unplaced:
+        if decision.workload not in self.scheduler.unplaced and not run.held:
             self._bound(run, now)
 
     def _bound(self, run: JobRun, now: float) -> None:
@@ -469,6 +502,8 @@ class Simulation:
         ran = now - run.started_at if run.started_at is not None else 0.0
         if self.services is not None:
             self.services.on_stopped(run, now, run.status == JobStatus.RUNNING, run.bound_at is not None)
+        if self.provisioning is not None:
+            self.provisioning.on_stopped(run, now)
         if run.bound_at is not None:
             held = now - run.bound_at
             run.gpu_s += held * run.job.gpus
@@ -531,7 +566,7 @@ class Simulation:
         waiting.discard(key)
         for bound in sorted(waiting - set(self.scheduler.unplaced)):
             run = self.runs[bound]
-            if run.status == JobStatus.ADMITTED and run.bound_at is None:
+            if run.status == JobStatus.ADMITTED and run.bound_at is None and not run.held:
                 self._bound(run, now)
         self._dirty = True
 
@@ -556,7 +591,7 @@ class Simulation:
         self.queue.push(now + backoff, EventKind.REQUEUE, run.job.key, run.version)
 
     # ----------------------------------------------------------------- nodes
-    def _change_nodes(self, change: NodeChange, now: float) -> None:
+    def _change_nodes(self, change: NodeChange, now: float, reason: str = "") -> None:
         assert self.placer is not None
         names = list(change.nodes)
         if change.pool is not None:
@@ -566,7 +601,7 @@ class Simulation:
             names += candidates[: change.count] if change.action == "add" else candidates[-change.count :]
         for name in names:
             if change.action == "remove" and name not in self._down:
-                self._take_down(name, now)
+                self._take_down(name, now, reason)
             elif change.action == "add" and name in self._down:
                 self._down.discard(name)
                 self.placer.set_down(name, False)
@@ -575,15 +610,51 @@ class Simulation:
             self._released("", now, self.scheduler.nodes_added)
         self._dirty = True
 
-    def _take_down(self, name: str, now: float) -> None:
+    def _take_down(self, name: str, now: float, reason: str = "") -> None:
         assert self.placer is not None
         # Evicting frees the node, and pods waiting for room may be bound to it at once: repeat.
         while holders := sorted({pod.rsplit("/", 1)[0] for pod in self.placer.nodes[name].bound}):
             for key in holders:
-                self._evict(self.runs[key], now, f"NodeFailures: node {name} was removed")
+                self._evict(self.runs[key], now, reason or f"NodeFailures: node {name} was removed")
         self._down.add(name)
         self.recorder.node_down(now, name)
         self.placer.set_down(name, True)
+
+    # ---------------------------------------------------------- provisioning
+    def add_node(self, name: str, now: float) -> None:
+        """A node joins (autoscaler, ProvisioningRequest) through the node-change path."""
+        self._change_nodes(NodeChange(now, "add", (name,)), now)
+
+    def remove_node(self, name: str, now: float, reason: str) -> None:
+        """A node leaves (scale-down, consolidation, spot interruption): its workloads are evicted
+        with ``reason`` and requeued, losing the work since their last checkpoint."""
+        self._change_nodes(NodeChange(now, "remove", (name,)), now, reason)
+
+    def check_ready(self, key: str, now: float) -> None:
+        """The provisioning hooks' admission checks of ``key`` are Ready: its pods start when bound."""
+        run = self.runs[key]
+        states = self.scheduler.reserved_checks.get(key)
+        if states is not None:
+            self.scheduler.reserved_checks[key] = dict.fromkeys(states, CheckState.READY)
+        run.held = False
+        if run.status == JobStatus.ADMITTED and run.bound_at is None and key not in self.scheduler.unplaced:
+            self._bound(run, now)
+
+    def evict(self, key: str, now: float, reason: str, deactivate: bool = False) -> None:
+        """Evict ``key`` (flex-start cap, calendar window end, check Retry); with ``deactivate`` it
+        leaves its queue for good (an admission check Rejected it, as Kueue deactivates it)."""
+        run = self.runs[key]
+        if run.status not in (JobStatus.ADMITTED, JobStatus.RUNNING):
+            return
+        run.held = False
+        if not deactivate:
+            self._evict(run, now, reason)
+            return
+        if run.bound_at is None:
+            self.recorder.team_pending(now, run.job.team, -1)
+        self._stop(run, now)
+        run.status, run.ended, run.reason = JobStatus.DEACTIVATED, now, reason
+        self._released(key, now, lambda: self.scheduler.finish(key))
 
     # -------------------------------------------------------------- services
     def submit(self, job: SimJob, now: float) -> None:
@@ -610,6 +681,8 @@ class Simulation:
         """Account for what still runs at the end of the simulated span."""
         if self.services is not None:
             self.services.close(end)
+        if self.provisioning is not None:
+            self.provisioning.close(end, self)
         for run in self.runs.values():
             if run.bound_at is not None:
                 held = end - run.bound_at
