@@ -34,7 +34,13 @@ def manifests(services: int, nodes: int) -> str:
         f"""apiVersion: gpuq.dev/v1alpha1
 kind: NodePool
 metadata: {{name: gpu}}
-spec: {{machineType: a3, count: {nodes}, cpu: "208", memory: 1800Gi, gpu: {{model: H100-80GB, count: 8}}, price: 80}}""",
+spec:
+  machineType: a3
+  count: {nodes}
+  cpu: "208"
+  memory: 1800Gi
+  gpu: {{model: H100-80GB, count: 8}}
+  price: 80""",
         """apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
 metadata: {name: gpu}""",
@@ -75,7 +81,9 @@ spec:
   maxReplicas: 24
   metrics:
   - type: Pods
-    pods: {{metric: {{name: "vllm:num_requests_running"}}, target: {{type: AverageValue, averageValue: "12"}}}}""")
+    pods:
+      metric: {{name: "vllm:num_requests_running"}}
+      target: {{type: AverageValue, averageValue: "12"}}""")
         else:
             docs.append(f"""apiVersion: keda.sh/v1alpha1
 kind: ScaledObject
@@ -132,7 +140,8 @@ def per_minute(plan: ServingPlan) -> ServingPlan:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
     parser.add_argument("--services", type=int, default=50)
     parser.add_argument("--nodes", type=int, default=200)
     parser.add_argument("--days", type=float, default=7)
