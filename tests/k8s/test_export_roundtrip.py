@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpuq.api.loader import LoadResult, load
 from gpuq.commands.export import alert_rules
@@ -21,8 +22,19 @@ EXAMPLES = sorted(
 )
 
 
+def configuration_of(source: str) -> list[str]:
+    """An example's configuration: the files its Scenario names (a serving example keeps alternative
+    autoscalers for its variants beside them), else the whole directory or file."""
+    scenario = Path(source) / "scenario.yaml"
+    if scenario.is_file():
+        config = yaml.safe_load(scenario.read_text()).get("spec", {}).get("config")
+        if config:
+            return [str(Path(source) / name) for name in config]
+    return [source]
+
+
 def export_and_reload(source: str, directory: Path, options: ExportOptions) -> tuple[LoadResult, LoadResult]:
-    original = load([source])
+    original = load(configuration_of(source))
     assert original.config is not None, [str(d) for d in original.errors]
     exported = build_export(original, options, alert_rules())
     check_export(exported, options)
