@@ -166,6 +166,12 @@ open(os.path.join(os.environ['GPUQ_CHECKPOINT_DIR'], 'done'), 'w').write(str(ste
     run_until(loop, lambda: (tmp / "work/checkpoints/team-a/long/step.started").exists())
     submit(store, job("urgent", "team-b", "print('urgent')", gpus=2, priority="high"))
     run_until(loop, lambda: state(store, "team-b", "urgent") == "Succeeded")
+    run_until(loop, lambda: state(store, "team-a", "long") in ("Running", "Succeeded"))
+    urgent = store.get_workload("team-b", "urgent")
+    resumed = loop.tracked.get("team-a/long")
+    if resumed is not None:  # running again: its run counts from its second start (a resumed Job's startTime)
+        assert urgent is not None and urgent.started_at is not None
+        assert resumed.started_at is not None and resumed.started_at >= urgent.started_at
     run_until(loop, lambda: state(store, "team-a", "long") == "Succeeded")
     reasons = [c.reason for c in store.conditions(store.get_workload("team-a", "long").id)]  # type: ignore[union-attr]
     assert "Preempted" in reasons

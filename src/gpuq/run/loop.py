@@ -504,6 +504,7 @@ class ControlLoop:
         self.counters.bump(self.counters.evicted, (self._queue_of(tracked), reason))
         tracked.evicting = ""
         tracked.state = "Pending"
+        tracked.started_at = None  # as a resumed Job's startTime: its next run counts from its next start
         self._give_devices(tracked)
         tracked.pods = {}
         tracked.failures = 0
