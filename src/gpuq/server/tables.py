@@ -79,8 +79,9 @@ FINISHED = ("Succeeded", "Failed", "Inactive")
 
 
 def eta_text(workload: dict[str, Any], now: float | None = None) -> str:
-    """The ETA column: ``in 12m (8m–25m)`` for a waiting workload, ``ends in 30m`` for a running one,
-    ``—`` beyond the forecast's horizon, ``-`` without a forecast, nothing once finished."""
+    """The ETA column: ``in 12m (8m–25m)`` for a waiting workload (``≈ in 3h`` from the queue model),
+    ``ends in 30m`` for a running one, ``—`` beyond the forecast's horizon, ``-`` without a forecast,
+    nothing once finished."""
     now = time.time() if now is None else now
     eta = workload.get("eta")
     if workload.get("state") in FINISHED:
@@ -91,7 +92,10 @@ def eta_text(workload: dict[str, Any], now: float | None = None) -> str:
         end = eta.get("endAt")
         return "—" if end is None else f"ends {_in(end, now)}{_range(eta.get('endRange'), now)}"
     start = eta.get("startAt")
-    return "—" if start is None else f"{_in(start, now)}{_range(eta.get('startRange'), now)}"
+    if start is None:
+        return "—"
+    rough = "≈ " if eta.get("method") == "queue model" else ""  # past the exact part of a deep queue
+    return f"{rough}{_in(start, now)}{_range(eta.get('startRange'), now)}"
 
 
 def forecast_summary(workload: dict[str, Any], now: float | None = None) -> list[tuple[str, str]]:
@@ -119,6 +123,8 @@ def forecast_summary(workload: dict[str, Any], now: float | None = None) -> list
         pairs.append(("Start", when(eta.get("startAt"), eta.get("startRange"))))
     pairs.append(("End", when(eta.get("endAt"), eta.get("endRange"))))
     pairs.append(("Runtime", f"{low if low == high else f'{low}–{high}'} ({runtime['text']})"))
+    if eta.get("method") == "queue model":
+        pairs.append(("Method", "queue model: deep in a long queue, past the admissions simulated exactly"))
     return pairs
 
 
