@@ -30,6 +30,7 @@ from gpuq.run.store import Store, StoreConflict, default_url
 
 if TYPE_CHECKING:
     from gpuq.run.loop import ControlLoop
+    from gpuq.run.router import Router
     from gpuq.run.xid import XidWatcher
     from gpuq.server.runner import GpuMonitor
 
@@ -142,10 +143,28 @@ def serve(
             "(0: no limit).",
         ),
     ] = DEFAULT_EXACT_STARTS,
+    hpa_sync_period: Annotated[
+        int,
+        typer.Option(
+            "--hpa-sync-period",
+            min=1,
+            help="Services: seconds between autoscaler syncs (the HPA controller's sync period).",
+        ),
+    ] = 15,
+    service_hold_timeout: Annotated[
+        float,
+        typer.Option(
+            "--service-hold-timeout",
+            min=0.1,
+            help="Services: seconds a request waits for a ready replica (scale from zero) before a 503.",
+        ),
+    ] = 120.0,
 ) -> None:
-    """Run the control plane: REST API, leader election, and (while leader) the control loop."""
+    """Run the control plane: REST API, leader election, (while leader) the control loop, and the router
+    in front of live services."""
     import uvicorn
 
+    from gpuq.run.router import Router
     from gpuq.server.app import create_app
     from gpuq.server.auth import ensure_admin
     from gpuq.server.context import client_address, context_path, write_context
@@ -170,10 +189,11 @@ def serve(
     if token and not admin_token:
         out.print(f"admin token (shown once; saved in {written}):\n{token}", highlight=False, markup=False)
     monitor, xids = _gpu_monitor(node, virtual=gpus is not None, idle_minutes=idle_threshold_minutes)
+    router = Router(hold_timeout_s=service_hold_timeout)
     runner = LoopRunner(
         url,
         identity or f"{socket.gethostname()}:{os.getpid()}",
-        _loop_factory(node, devices, workdir, policy, ray_address),
+        _loop_factory(node, devices, workdir, policy, ray_address, router, hpa_sync_period),
         lease_s=lease_seconds,
         gpus=monitor,
     )
@@ -188,6 +208,8 @@ def serve(
         metrics=runner.metrics,
         metrics_open=metrics_open,
         forecasts=forecasts,
+        router=router,
+        services=lambda: runner.read(lambda loop: loop.services.views() if loop and loop.services else None),
     )
     stopping: list[int] = []
 
@@ -314,16 +336,24 @@ def _declared(option: str, text: str, resource: str) -> int:
 
 
 def _loop_factory(
-    node: Node, devices: tuple[GPUDevice, ...], workdir: Path, policy: str, ray_address: str | None
+    node: Node,
+    devices: tuple[GPUDevice, ...],
+    workdir: Path,
+    policy: str,
+    ray_address: str | None,
+    router: Router | None = None,
+    hpa_sync_period: int | None = None,
 ) -> Callable[[Store], ControlLoop]:
     """A new loop and executor per leadership term: a closed executor cannot start pods again.
 
     The node's devices let the loop give MIG slices concrete ids; with ``ray_address`` pods run as Ray
-    actors (``local`` starts a Ray instance declaring this node's GPUs).
+    actors (``local`` starts a Ray instance declaring this node's GPUs). With a ``router``, the loop
+    runs live services (a service controller per term, feeding that router).
     """
     from gpuq.run.executors.base import Executor
     from gpuq.run.executors.local import LocalExecutor
     from gpuq.run.loop import ControlLoop
+    from gpuq.run.serving import ServiceController
 
     def make(store: Store) -> ControlLoop:
         executor: Executor
@@ -333,8 +363,15 @@ def _loop_factory(
             executor = RayExecutor(ray_address, workdir=workdir, num_gpus=node.gpu_count or None)
         else:
             executor = LocalExecutor(workdir)
+        services = ServiceController(store, router, sync_period_s=hpa_sync_period) if router else None
         return ControlLoop(
-            store, executor, [node], workdir=workdir, policy=policy, devices={node.name: devices}
+            store,
+            executor,
+            [node],
+            workdir=workdir,
+            policy=policy,
+            devices={node.name: devices},
+            services=services,
         )
 
     return make

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -49,6 +49,9 @@ from gpuq.run.gpus import GPUDevice
 from gpuq.run.jobs import JobRun, job_run
 from gpuq.run.pods import PodState, Tracked, kill_leftover, pod_key, pod_launch, pod_record
 from gpuq.run.store import ConditionRecord, Store, WorkloadChange, WorkloadRecord
+
+if TYPE_CHECKING:
+    from gpuq.run.serving import ServiceController
 
 ACTIVE = ("Pending", "QuotaReserved", "Admitted", "Running")
 KUEUE_KINDS = frozenset(
@@ -94,9 +97,12 @@ class ControlLoop:
         clock: Callable[[], float] = time.time,
         restart_backoff_s: float = 10.0,
         devices: Mapping[str, Sequence[GPUDevice]] | None = None,
+        services: ServiceController | None = None,
     ) -> None:
         """``devices`` are each node's real or virtual GPUs, for nodes whose MIG slices (or GPUs beside
-        them) placement only counts; without them such pods get no device ids."""
+        them) placement only counts; without them such pods get no device ids. ``services`` runs live
+        services (:mod:`gpuq.run.serving`): it steps before intake (its replicas are workloads) and
+        vets each cycle's preemptions against PodDisruptionBudgets."""
         self.store = store
         self.executor = executor
         self.nodes = tuple(nodes)
@@ -115,6 +121,7 @@ class ControlLoop:
         self.counters = LoopCounters()
         self._seen_version = -1
         self._allocators = {node: DeviceAllocator(found) for node, found in (devices or {}).items()}
+        self.services = services
 
     # ------------------------------------------------------------------ step
     def step(self) -> None:
@@ -125,6 +132,8 @@ class ControlLoop:
         if not self._recovered:
             self._recover(now)
             self._recovered = True
+        if self.services is not None:
+            self.services.step(self, now)
         version = self.store.resource_version()
         if version != self._seen_version:  # nothing was written since the last look: no new workload
             self._intake(now)
@@ -136,6 +145,8 @@ class ControlLoop:
             self._schedule(now)
 
     def close(self) -> None:
+        if self.services is not None:
+            self.services.close()
         self.executor.close()
 
     # ---------------------------------------------------------- configuration
@@ -270,6 +281,8 @@ class ControlLoop:
             result, entries = scheduler.plan_cycle(now)
             if not entries:
                 return
+            if self.services is not None:  # disruption budgets protect serving replicas
+                result = self.services.filter_preemptions(result)
             scheduler.apply(result, entries, now)
             changes: list[WorkloadChange] = []
             starts: list[Tracked] = []

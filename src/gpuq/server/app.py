@@ -17,6 +17,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from gpuq import __version__
 from gpuq.core.nodes import Node
+from gpuq.run.router import Router
 from gpuq.run.store import Store, UserRecord
 from gpuq.server import dashboard, views
 from gpuq.server.auth import NODE, authorize, bearer_user
@@ -25,6 +26,8 @@ from gpuq.server.forecasts import ForecastCache
 from gpuq.server.kinds import API_PREFIX
 from gpuq.server.routes_forecast import router as forecast_router
 from gpuq.server.routes_objects import router as objects_router
+from gpuq.server.routes_services import ServiceViews, proxy_router
+from gpuq.server.routes_services import router as services_router
 from gpuq.server.routes_workloads import router as workloads_router
 from gpuq.server.runner import QueueUsage
 
@@ -43,6 +46,8 @@ def create_app(
     metrics: Callable[[], bytes] | None = None,
     metrics_open: bool = False,
     forecasts: ForecastCache | None = None,
+    router: Router | None = None,
+    services: ServiceViews | None = None,
 ) -> FastAPI:
     """The API over ``store``.
 
@@ -52,6 +57,8 @@ def create_app(
     ``queue_usage`` gives the dashboard the leader's quota usage (``LoopRunner.queue_usage``);
     ``metrics`` renders ``/metrics`` (absent: 404), open to anyone when ``metrics_open``.
     ``forecasts`` gives workloads their ETAs and serves ``/forecast`` (absent: none is made).
+    ``router`` serves live services' traffic at ``/services/<ns>/<name>/...`` and ``services`` lists
+    them (the leader's service controller; None on a follower) at ``/services``.
     """
     app = FastAPI(
         title="gpuq control plane",
@@ -64,6 +71,8 @@ def create_app(
     app.state.workdir = workdir
     app.state.queue_usage = queue_usage
     app.state.forecasts = forecasts
+    app.state.router = router
+    app.state.services = services
     install_handlers(app)
 
     @app.get("/healthz", tags=["cluster"], summary="Liveness: the process answers and the store is readable.")
@@ -81,10 +90,12 @@ def create_app(
         return Response(metrics(), media_type=CONTENT_TYPE_PLAIN_0_0_4)
 
     app.include_router(dashboard.router)
+    app.include_router(proxy_router)
     # Order matters: specific paths before the generic /{plural} routes of the objects router.
     app.include_router(cluster_router, prefix=API_PREFIX)
     app.include_router(workloads_router, prefix=API_PREFIX)
     app.include_router(forecast_router, prefix=API_PREFIX)
+    app.include_router(services_router, prefix=API_PREFIX)
     app.include_router(objects_router, prefix=API_PREFIX)
     return app
 

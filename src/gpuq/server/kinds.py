@@ -29,8 +29,20 @@ CLUSTER_KINDS: dict[str, str] = {
 }
 """Cluster-scoped configuration kinds -> plural: ``/apis/gpuq.dev/v1alpha1/<plural>/<name>``."""
 
-NAMESPACED_KINDS: dict[str, str] = {"LocalQueue": "localqueues"}
-"""Namespaced configuration kinds -> plural: ``.../namespaces/<ns>/<plural>/<name>``."""
+SERVING_KINDS: dict[str, str] = {
+    "Deployment": "deployments",
+    "StatefulSet": "statefulsets",
+    "HorizontalPodAutoscaler": "horizontalpodautoscalers",
+    "ScaledObject": "scaledobjects",
+    "InferenceService": "inferenceservices",
+    "RayService": "rayservices",
+    "PodDisruptionBudget": "poddisruptionbudgets",
+}
+"""Serving objects (``gpuq.api.serving``), stored as namespaced objects: the leader's service controller
+(``gpuq.run.serving``) runs them as live services."""
+
+NAMESPACED_KINDS: dict[str, str] = {"LocalQueue": "localqueues", **SERVING_KINDS}
+"""Namespaced kinds -> plural: ``.../namespaces/<ns>/<plural>/<name>``."""
 
 REFUSED_KINDS: dict[str, str] = {
     "Workload": "Workload objects are made by gpuq from their source: apply a Job, JobSet, PyTorchJob, "
@@ -53,7 +65,18 @@ def is_namespaced(kind: str) -> bool:
 def resolve_kind(text: str) -> str | None:
     """A kind from what a user typed: ``ClusterQueue``, ``clusterqueue``, ``clusterqueues``, ``cq``."""
     lowered = text.lower()
-    aliases = {"cq": "ClusterQueue", "lq": "LocalQueue", "rf": "ResourceFlavor", "wl": WORKLOAD}
+    aliases = {
+        "cq": "ClusterQueue",
+        "lq": "LocalQueue",
+        "rf": "ResourceFlavor",
+        "wl": WORKLOAD,
+        "deploy": "Deployment",
+        "sts": "StatefulSet",
+        "hpa": "HorizontalPodAutoscaler",
+        "so": "ScaledObject",
+        "isvc": "InferenceService",
+        "pdb": "PodDisruptionBudget",
+    }
     if lowered in aliases:
         return aliases[lowered]
     if lowered in ("workload", "workloads"):
