@@ -19,6 +19,8 @@ from prometheus_client.registry import Collector
 from gpuq.api.quantity import MILLI_RESOURCES
 from gpuq.run.gpus import GPUTelemetry
 from gpuq.run.loop import ControlLoop
+from gpuq.run.router import LATENCY_BUCKETS_S
+from gpuq.run.serving import ServiceController
 
 WAIT_BUCKETS = (
     1.0,
@@ -92,6 +94,8 @@ class ControlPlaneCollector(Collector):
         loop = self._loop()
         if loop is not None and loop.scheduler is not None:
             yield from self._queue_metrics(loop)
+        if loop is not None and loop.services is not None:
+            yield from service_metrics(loop.services)
         yield from self._gpu_metrics()
 
     # ------------------------------------------------------------------ queues
@@ -225,3 +229,54 @@ def _value(resource: str, amount: int) -> float:
 
 def _bound(value: float) -> str:
     return f"{value:g}" if value != int(value) else f"{int(value)}.0"
+
+
+SERVICE_LABELS = ["namespace", "service"]
+
+
+def service_metrics(services: ServiceController) -> Iterator[Metric]:
+    """Live services (a canary revision is its own ``service``): replicas by state, desired replicas,
+    and the router's requests by code, in flight, waiting (held) and latency."""
+    replicas = GaugeMetricFamily(
+        "gpuq_service_replicas", "Replicas of a live service by state", labels=[*SERVICE_LABELS, "state"]
+    )
+    desired = GaugeMetricFamily(
+        "gpuq_service_desired_replicas",
+        "Replicas the autoscaler (or the spec) asks for",
+        labels=SERVICE_LABELS,
+    )
+    requests = CounterMetricFamily(
+        "gpuq_service_requests", "Requests answered by the router, by code", labels=[*SERVICE_LABELS, "code"]
+    )
+    in_flight = GaugeMetricFamily(
+        "gpuq_service_requests_in_flight",
+        "Requests sent to replicas, not yet answered",
+        labels=SERVICE_LABELS,
+    )
+    waiting = GaugeMetricFamily(
+        "gpuq_service_requests_waiting", "Requests held while no replica is ready", labels=SERVICE_LABELS
+    )
+    latency = HistogramMetricFamily(
+        "gpuq_service_request_duration_seconds",
+        "Request latency at the router, held time included",
+        labels=SERVICE_LABELS,
+    )
+    for view in services.views():
+        labels = [view["namespace"], view["name"]]
+        for state, count in view["replicas"].items():
+            replicas.add_metric([*labels, state], count)
+        desired.add_metric(labels, view["desiredReplicas"])
+        stats = services.router.stats(f"{view['namespace']}/{view['name']}")
+        if stats is None:
+            continue
+        for code, count in sorted(stats.responses.items()):
+            requests.add_metric([*labels, str(code)], count)
+        in_flight.add_metric(labels, sum(stats.in_flight.values()))
+        waiting.add_metric(labels, stats.held)
+        cumulative, buckets = 0, []
+        for bound, count in zip(LATENCY_BUCKETS_S, stats.latency_buckets, strict=False):
+            cumulative += count
+            buckets.append((_bound(bound), cumulative))
+        buckets.append(("+Inf", stats.requests))
+        latency.add_metric(labels, buckets, stats.latency_sum_s)
+    yield from (replicas, desired, requests, in_flight, waiting, latency)

@@ -14,7 +14,8 @@ the controller what traffic it sees. For one request (:meth:`Router.handle`):
    to zero: the controller activates it at its next step (KEDA's activation, as KEDA's HTTP
    add-on or KServe's activator do);
 3. send it to the ready replica with the fewest requests outstanding (ties: fewer served, then
-   name); a replica that refuses the connection is skipped and the request goes to another;
+   name); a replica that refuses the connection gets no request until the controller's next step
+   says it is ready, and the request goes to another (three tries);
 4. stream the answer back with ``x-gpuq-revision`` and ``x-gpuq-replica`` headers, and count it:
    requests by code, in flight per replica, held, latency from arrival to the last byte.
 
@@ -208,6 +209,8 @@ class Router:
             try:
                 response = await self._client().send(request, stream=True)
             except (httpx.ConnectError, httpx.ConnectTimeout) as error:
+                with self._lock:
+                    upstream.ready = False  # until the controller's next step says otherwise
                 self._release(revision, upstream, None, arrived)
                 if attempt + 1 == _CONNECT_TRIES:
                     self._count(revision, 502, arrived)
@@ -273,8 +276,11 @@ class Router:
     ) -> AsyncIterator[bytes]:
         status = response.status_code
         try:
-            async for chunk in response.aiter_raw():
-                yield chunk
+            if response.is_stream_consumed:  # a body given whole (an in-memory transport)
+                yield response.content
+            else:
+                async for chunk in response.aiter_raw():
+                    yield chunk
         except BaseException:
             status = 502
             raise

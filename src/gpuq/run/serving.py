@@ -477,6 +477,7 @@ class ServiceController:
                         "byCode": {str(k): v for k, v in sorted(stats.responses.items())} if stats else {},
                         "inFlight": sum(stats.in_flight.values()) if stats else 0,
                         "waiting": stats.held if stats else 0,
+                        "heldTotal": stats.hold_count if stats else 0,
                         "meanLatencySeconds": stats.latency_sum_s / stats.requests
                         if stats and stats.requests
                         else None,
