@@ -216,6 +216,12 @@ def test_a_service_scales_from_zero_under_load_and_back_and_a_canary_gets_its_sh
     timeline = [(round(t, 1), desired, ready) for t, name, desired, ready in watcher.rows if name == "embed"]
     print("embed (t, desired, ready):", _changes(timeline))
     print("chat revisions:", dict(share), "held from zero:", final["embed"]["requests"]["heldTotal"])
+    listed = serve.cli("get", "services", token=serve.token())
+    assert listed.returncode == 0 and "embed" in listed.stdout and "25% of chat" in listed.stdout, (
+        listed.stderr
+    )
+    page = httpx.get(f"{serve.url}/dashboard/content", headers={"Authorization": f"Bearer {serve.token()}"})
+    assert "Live services" in page.text and "chat-canary" in page.text
     metrics = httpx.get(f"{serve.url}/metrics", headers={"Authorization": f"Bearer {serve.token()}"}).text
     assert 'gpuq_service_requests_total{code="200",namespace="demo",service="embed"} 200.0' in metrics
 

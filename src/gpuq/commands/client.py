@@ -251,6 +251,50 @@ def get_localqueues(
     _show(items, output, "LocalQueues", tables.LOCAL_QUEUE_COLUMNS, tables.local_queue_rows)
 
 
+SERVICE_COLUMNS: tuple[str, ...] = ("NAMESPACE", "NAME", "TRAFFIC", "AUTOSCALER", "MIN", "MAX", "DESIRED")
+SERVICE_COLUMNS += ("READY", "PENDING", "REQUESTS", "IN FLIGHT", "WAITING", "MEAN LATENCY")
+
+
+def service_rows(items: list[dict[str, Any]]) -> list[tables.Row]:
+    rows: list[tables.Row] = []
+    for s in items:
+        counts, requests = s["replicas"], s["requests"]
+        latency = requests.get("meanLatencySeconds")
+        rows.append(
+            (
+                s["namespace"],
+                s["name"],
+                f"{s['trafficPercent']}% of {s['service'].split('/', 1)[1]}",
+                s.get("autoscaler") or "-",
+                str(s["minReplicas"]),
+                str(s["maxReplicas"]),
+                str(s["desiredReplicas"]),
+                str(counts["Ready"]),
+                str(counts["Pending"] + counts["Admitted"] + counts["Starting"]),
+                str(requests["total"]),
+                str(requests["inFlight"]),
+                str(requests["waiting"]),
+                f"{latency * 1000:.0f} ms" if latency is not None else "-",
+            )
+        )
+    return rows
+
+
+def get_services(
+    namespace: NamespaceOption = None,
+    output: OutputOption = Output.TABLE,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Live services (a canary revision is its own row): replicas, traffic and the router's counters."""
+    path = f"/namespaces/{namespace}/services" if namespace else "/services"
+    with connect(server, token) as client:
+        body = client.get(path)
+    if not body.get("available", True):
+        err.print(f"no services here: {body.get('reason')}", style="yellow", highlight=False)
+    _show(body["items"], output, "Services", SERVICE_COLUMNS, service_rows)
+
+
 def get_pending(
     cluster_queue: Annotated[
         str | None, typer.Option("--clusterqueue", help="A ClusterQueue's queue.")

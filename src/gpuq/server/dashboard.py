@@ -31,6 +31,7 @@ from gpuq.run.store.models import EventRow
 from gpuq.server import tables, views
 from gpuq.server.auth import is_admin, readable_namespaces
 from gpuq.server.forecasts import ForecastCache, workload_eta
+from gpuq.server.routes_services import service_views
 from gpuq.server.runner import QueueUsage, QuotaBar
 
 router = APIRouter(include_in_schema=False)
@@ -180,6 +181,7 @@ def render_content(request: Request, user: UserRecord, now: float) -> str:
             _queues(store, usage() if usage is not None else None, workloads, lq_to_cq),
             _pending(pending, now, etas),
             _running(running, pods, now, etas),
+            _services(service_views(request), namespaces),
             _nodes(request.app.state.nodes, live, {w.id: w for w in mine}),
             _events(recent_events(store, namespaces, EVENTS_SHOWN), now),
         )
@@ -313,6 +315,33 @@ def _events(events: Sequence[EventRecord], now: float) -> str:
     ]  # fmt: skip
     headers = ("age", "type", "reason", "object", "message")
     return _section(f"Recent events (newest {EVENTS_SHOWN})", headers, rows, "No event.")
+
+
+def _services(found: Sequence[Mapping[str, Any]] | None, namespaces: frozenset[str] | None) -> str:
+    """Live services: desired and ready replicas, traffic share, the router's counters."""
+    if found is None:
+        return ""
+    headers = ("Service", "Traffic", "Autoscaler", "Desired", "Replicas", "Requests", "In flight", "Waiting")
+    rows = []
+    for s in found:
+        if namespaces is not None and s["namespace"] not in namespaces:
+            continue
+        counts = ", ".join(f"{n} {_e(state.lower())}" for state, n in s["replicas"].items() if n) or "none"
+        share = f"{s['trafficPercent']}% of {s['service']}"
+        requests = s["requests"]
+        rows.append(
+            (
+                _wl(s["namespace"], s["name"]),
+                _e(share),
+                _e(s.get("autoscaler") or "fixed"),
+                _e(s["desiredReplicas"]),
+                counts,
+                _e(requests["total"]),
+                _e(requests["inFlight"]),
+                _e(requests["waiting"]),
+            )
+        )
+    return _section("Live services", headers, rows, "No live service.")
 
 
 def _section(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], empty: str) -> str:
