@@ -86,11 +86,6 @@ def get_service(request: Request, namespace: str, name: str, user: User) -> dict
     raise not_found(f"service {namespace}/{name}")
 
 
-@proxy_router.api_route(
-    "/services/{namespace}/{name}/{path:path}",
-    methods=METHODS,
-    summary="A service's traffic: routed to its ready replicas (OpenAI paths pass through unchanged).",
-)
 async def proxy(request: Request, namespace: str, name: str, path: str) -> StreamingResponse:
     user = await run_in_threadpool(bearer_user, request)
     authorize(user, "get", WORKLOAD, namespace, shown="service")
@@ -108,3 +103,13 @@ async def proxy(request: Request, namespace: str, name: str, path: str) -> Strea
     headers = {k: v for k, v in answer.headers if k.lower() != "content-length"}
     media = headers.pop("content-type", None)
     return StreamingResponse(answer.body, status_code=answer.status, headers=headers, media_type=media)
+
+
+for _method in METHODS:  # one route per method: OpenAPI operation ids must be unique
+    proxy_router.add_api_route(
+        "/services/{namespace}/{name}/{path:path}",
+        proxy,
+        methods=[_method],
+        operation_id=f"service_traffic_{_method.lower()}",
+        summary="A service's traffic: routed to its ready replicas (OpenAI paths pass through unchanged).",
+    )
