@@ -9,6 +9,8 @@ Every request must get a 200. Conditions are polled with generous timeouts, neve
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import threading
 import time
@@ -21,6 +23,7 @@ from typing import Any
 import httpx
 import yaml
 
+from gpuq.run.store import Store
 from gpuq.server.kinds import API_PREFIX
 from server.test_serve import Serve, servers, wait_for  # noqa: F401 - servers is a fixture
 
@@ -171,6 +174,17 @@ def test_a_service_scales_from_zero_under_load_and_back_and_a_canary_gets_its_sh
 ) -> None:
     serve = servers()
     serve.start("--hpa-sync-period", "1")
+    try:
+        _run_scenario(serve, tmp_path)
+    finally:
+        replicas = _replica_pids(serve)
+        if serve.process is not None and serve.process.poll() is None:
+            serve.stop()  # SIGTERM: the loop stops its pods
+        for pid in replicas:  # and whatever a failed stop left
+            _kill_group(pid)
+
+
+def _run_scenario(serve: Serve, tmp_path: Path) -> None:
     for text in (CONFIG, services()):
         applied = serve.cli("apply", "-f", str(_write(tmp_path, text)), token=serve.token())
         assert applied.returncode == 0, applied.stderr
@@ -224,6 +238,23 @@ def test_a_service_scales_from_zero_under_load_and_back_and_a_canary_gets_its_sh
     assert "Live services" in page.text and "chat-canary" in page.text
     metrics = httpx.get(f"{serve.url}/metrics", headers={"Authorization": f"Bearer {serve.token()}"}).text
     assert 'gpuq_service_requests_total{code="200",namespace="demo",service="embed"} 200.0' in metrics
+
+
+def _replica_pids(serve: Serve) -> list[int]:
+    store = Store(serve.database)
+    try:
+        return [p.pid for w in store.list_workloads() for p in store.pods_of(w.id) if p.pid]
+    finally:
+        store.close()
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL a replica's process group if ``pid`` is still a demo server (pids are reused)."""
+    try:
+        if b"gpuq.serving_demo" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def _changes(rows: list[tuple[float, int, int]]) -> list[tuple[float, int, int]]:
