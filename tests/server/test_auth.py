@@ -119,3 +119,31 @@ def test_adding_users_checks_names_and_namespaces(any_plane: Plane) -> None:
     token = add_user(any_plane.store, "carol", namespaces=["team-c", " team-a "])
     user = any_plane.store.user_for_token(token)
     assert user is not None and user.namespaces == ("team-a", "team-c")
+
+
+DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: embed, namespace: {namespace}}}
+spec:
+  replicas: 0
+  selector: {{matchLabels: {{app: embed}}}}
+  template:
+    metadata: {{labels: {{app: embed, kueue.x-k8s.io/queue-name: q}}}}
+    spec:
+      containers:
+      - name: server
+        image: demo
+        command: [python, -m, gpuq.serving_demo]
+        resources: {{requests: {{cpu: "1"}}}}
+"""
+
+
+def test_a_member_runs_services_in_its_own_namespaces_only(any_plane: Plane) -> None:
+    """A team serves its own models: serving objects are a member's to write, like its workloads."""
+    assert any_plane.apply(DEPLOYMENT.format(namespace="team-a"), any_plane.team_a).status_code == 200
+    before = any_plane.snapshot()
+    refused = any_plane.apply(DEPLOYMENT.format(namespace="team-b"), any_plane.team_a)
+    assert refused.status_code == 403
+    assert "Deployment" in refused.json()["message"] and "team-b" in refused.json()["message"]
+    assert any_plane.snapshot() == before

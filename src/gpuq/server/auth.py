@@ -3,8 +3,9 @@
 Roles (design note 0003, ``users.roles``):
 
 * ``admin``: every verb on every kind, cluster-scoped objects included.
-* ``member``: in its granted ``namespaces`` only, every verb on workloads and read
-  access to LocalQueues, their pending workloads and events; anywhere, read access to
+* ``member``: in its granted ``namespaces`` only, every verb on workloads and serving
+  objects (Deployments, autoscalers, InferenceServices...: a team runs its own services) and
+  read access to LocalQueues, their pending workloads and events; anywhere, read access to
   cluster-scoped objects (ClusterQueues, ResourceFlavors, Cohorts...) and nodes; never
   a write to a configuration object.
 
@@ -25,7 +26,7 @@ from gpuq.run.store import Store, StoreConflict, UserRecord
 from gpuq.run.store.convert import user_record
 from gpuq.run.store.models import UserRow
 from gpuq.server.errors import ApiError
-from gpuq.server.kinds import CLUSTER_KINDS, WORKLOAD
+from gpuq.server.kinds import CLUSTER_KINDS, SERVING_KINDS, WORKLOAD
 
 ADMIN, MEMBER = "admin", "member"
 Verb = Literal["get", "list", "watch", "apply", "delete", "logs"]
@@ -66,7 +67,7 @@ def allowed(user: UserRecord, verb: Verb, kind: str, namespace: str = "") -> boo
         return verb in READ_VERBS
     if namespace not in user.namespaces:
         return False
-    return kind == WORKLOAD or verb in READ_VERBS | {"logs"}
+    return kind == WORKLOAD or kind in SERVING_KINDS or verb in READ_VERBS | {"logs"}
 
 
 def authorize(user: UserRecord, verb: Verb, kind: str, namespace: str = "", *, shown: str = "") -> None:
