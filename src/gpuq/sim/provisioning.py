@@ -52,6 +52,8 @@ from gpuq.sim.simulator import JobRun, JobStatus, Simulation
 
 CLASS_LABEL = "cloud.google.com/compute-class"
 _BUSY = (PodInfo("busy"),)
+_BACKGROUND = frozenset({"notice", "interrupt", "trace", "stock"})
+_ACTIVE = (JobStatus.PENDING, JobStatus.ADMITTED, JobStatus.RUNNING)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +151,19 @@ class Provisioner:
         self._seq += 1
 
     def next_time(self) -> float | None:
-        return self._heap[0][0] if self._heap else None
+        """The next wake-up; once no workload is left, spot and stock events no longer count
+        (a spot node would otherwise be interrupted and replaced for ever)."""
+        if not self._heap:
+            return None
+        if self._busy():
+            return self._heap[0][0]
+        return min((e[0] for e in self._heap if e[2] not in _BACKGROUND), default=None)
+
+    def _busy(self) -> bool:
+        sim = self._sim
+        if sim is None or len(sim.queue) or sim.arrived < len(sim.jobs) or self.requested:
+            return True
+        return any(r.status in _ACTIVE for r in sim.runs.values())
 
     def note(self, now: float, kind: str, subject: str, detail: str) -> None:
         self.log.append((now, kind, subject, detail))
@@ -158,6 +172,8 @@ class Provisioner:
         """Apply every wake-up due at ``now`` in (time, push order)."""
         while self._heap and self._heap[0][0] <= now:
             _at, _seq, kind, key, token = heapq.heappop(self._heap)
+            if kind in _BACKGROUND and not self._busy():
+                continue
             if kind.startswith("q_"):
                 self.queued.handle(kind, key, token, now, sim)
             else:
@@ -187,9 +203,10 @@ class Provisioner:
             run = sim.runs.get(key)
             if run is None or key in self.requested or self.queued.owns(key):
                 continue
-            workload = sim.scheduler.workloads.get(key)
-            if workload is None:
+            admitted = sim.scheduler.state.admitted.get(key)
+            if admitted is None:
                 continue
+            workload = admitted.workload
             group = _group(workload)
             fitting = self.fitting_pools(workload, sim)
             policy = self.setup.classes.get(_class_of(workload, sim) or "")

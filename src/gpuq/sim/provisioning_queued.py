@@ -68,9 +68,10 @@ class QueuedProvisioning:
         """Create the request of a workload just given quota; the checks it keeps Pending."""
         mine = [c for c in checks if c in self.prov.setup.checks]
         key = run.job.key
-        workload = sim.scheduler.workloads.get(key)
-        if not mine or workload is None:
+        admitted = sim.scheduler.state.admitted.get(key)
+        if not mine or admitted is None:
             return set()
+        workload = admitted.workload
         plan = self.prov.setup.checks[mine[0]]
         pools = self.prov.fitting_pools(workload, sim)
         if not pools:
@@ -167,8 +168,8 @@ class QueuedProvisioning:
         if any(a.kind == "check-rejected" for a in actions):
             self.counts["rejected"] += 1
             self.prov.note(now, "request-rejected", key, admitted.message)
-            self._drop(key, now, sim, "calendar window: " + admitted.message)
             sim.evict(key, now, f"AdmissionCheck Rejected: {admitted.message}", deactivate=True)
+            self._drop(key, now, sim, "calendar window: " + admitted.message)
             return
         if admitted.reclaim_at is not None:
             self.prov.push(admitted.reclaim_at, "q_reclaim", key, admitted.attempt)
@@ -187,8 +188,8 @@ class QueuedProvisioning:
         self.counts["rejected"] += 1
         self.waiting.add(now, -1)
         self.prov.note(now, "request-rejected", key, updated.message)
-        self._drop(key, now, sim, updated.message)
         sim.evict(key, now, f"AdmissionCheck Rejected: {updated.message}", deactivate=True)
+        self._drop(key, now, sim, updated.message)
 
     def _reclaim(self, key: str, request: Request, now: float, sim: Simulation) -> None:
         """Step 5: flex-start cap or calendar end: evict the workload, release the nodes."""

@@ -1,0 +1,374 @@
+"""The simulator carries out provisioning decisions: hand-computed timelines (gpuq.sim.provisioning).
+
+Each case writes a small cluster, a trace and a Scenario with ``spec.provisioning``, runs it and
+compares slices of the provisioner's ``(t, kind, subject, detail)`` log and the workloads' runs.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from gpuq.sim.provisioning import Provisioner
+from gpuq.sim.provisioning_report import cost_metrics
+from gpuq.sim.scenario import load_workloads, plan_scenario, prepare
+from gpuq.sim.simulator import JobStatus, SimResult
+
+QUEUE = """\
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {{name: gpu}}
+spec: {{nodeLabels: {labels}}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {{name: team-a}}
+spec:
+  namespaceSelector: {{}}
+  admissionChecksStrategy: {{admissionChecks: {checks}}}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: gpu
+      resources: [{{name: nvidia.com/gpu, nominalQuota: 256}}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {{name: q, namespace: team-a}}
+spec: {{clusterQueue: team-a}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {{name: q, namespace: team-b}}
+spec: {{clusterQueue: team-a}}
+"""
+
+POOL = """\
+---
+apiVersion: gpuq.dev/v1alpha1
+kind: NodePool
+metadata: {{name: {name}}}
+spec:
+  machineType: a3-highgpu-8g
+  cpu: "64"
+  memory: 512Gi
+  gpu: {{model: H100-80GB, count: 8}}
+  capacityType: {capacity}
+  zone: us-central1-a
+  price: {price}
+{extra}
+"""
+
+DWS = """\
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata: {{name: dws}}
+spec:
+  controllerName: kueue.x-k8s.io/provisioning-request
+  parameters: {{apiGroup: kueue.x-k8s.io, kind: ProvisioningRequestConfig, name: cfg}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ProvisioningRequestConfig
+metadata: {{name: cfg}}
+spec:
+  provisioningClassName: {klass}
+  parameters: {params}
+  retryStrategy: {{backoffLimitCount: 3, backoffBaseSeconds: 60, backoffMaxSeconds: 1800}}
+"""
+
+HEADER = "name,namespace,queue,submit_s,duration_s,priority,pods,gpus,cpu,memory,gpu_model,checkpoint_s\n"
+
+
+def pool(name: str, extra: str, capacity: str = "on-demand", price: float = 80) -> str:
+    body = "\n".join(f"  {line}" for line in extra.strip().splitlines())
+    return POOL.format(name=name, capacity=capacity, price=price, extra=body)
+
+
+def run(
+    tmp_path: Path,
+    pools: str,
+    rows: list[str],
+    provisioning: str = "{}",
+    labels: str = "{}",
+    checks: str = "[]",
+    extra: str = "",
+) -> tuple[SimResult, Provisioner]:
+    (tmp_path / "cluster.yaml").write_text(QUEUE.format(labels=labels, checks=checks) + pools + extra)
+    (tmp_path / "trace.csv").write_text(HEADER + "\n".join(rows) + "\n")
+    (tmp_path / "scenario.yaml").write_text(
+        "apiVersion: gpuq.dev/v1alpha1\nkind: Scenario\nmetadata: {name: t}\nspec:\n"
+        "  config: [cluster.yaml]\n  workloads: {trace: {path: trace.csv}}\n"
+        f"  provisioning: {provisioning}\n"
+    )
+    plan = plan_scenario([str(tmp_path / "scenario.yaml")])
+    prepared = prepare(plan, plan.variants[0], load_workloads(plan))
+    assert not prepared.bad_rows, prepared.bad_rows
+    simulation = prepared.simulation()
+    result = simulation.run()
+    assert isinstance(simulation.provisioning, Provisioner)
+    return result, simulation.provisioning
+
+
+def log(prov: Provisioner, *kinds: str) -> list[tuple[float, str, str]]:
+    return [(t, kind, subject) for t, kind, subject, _ in prov.log if kind in kinds]
+
+
+def times(result: SimResult, key: str) -> tuple[float | None, float | None, JobStatus]:
+    r = result.runs[key]
+    return r.first_started, r.ended, r.status
+
+
+AUTOSCALED = "autoscaling: {min: 0, max: 2}\nprovisioning: {boot: 60s, driverInstall: 30s, imagePull: 30s}\nscaleDown: {idleAfter: 10m}"
+
+
+def test_pool_max_caps_arrivals_and_scales_to_zero_after_idle(tmp_path: Path) -> None:
+    rows = [f"a{i},team-a,q,0,3600,,1,8,,,," for i in (1, 2, 3)]
+    result, prov = run(tmp_path, pool("box", AUTOSCALED), rows)
+    # Two nodes (max 2) arrive after 60+30+30 s; the third job waits for a node to free up.
+    assert log(prov, "scale-up", "not-scaled", "scale-down") == [
+        (0.0, "scale-up", "box"),
+        (0.0, "scale-up", "box"),
+        (0.0, "not-scaled", "team-a/a3"),
+        (4320.0, "scale-down", "box-01"),  # idle from 3720 for idleAfter 600 s
+        (7920.0, "scale-down", "box-00"),  # then to zero (min 0)
+    ]
+    assert [times(result, f"team-a/a{i}") for i in (1, 2, 3)] == [
+        (120.0, 3720.0, JobStatus.FINISHED),
+        (120.0, 3720.0, JobStatus.FINISHED),
+        (3720.0, 7320.0, JobStatus.FINISHED),
+    ]
+    assert prov.counters.nodes_added == 2
+
+
+CLASS = """\
+---
+apiVersion: gpuq.dev/v1alpha1
+kind: ComputeClass
+metadata: {name: training}
+spec:
+  priorities:
+  - {machineType: a3-highgpu-8g, spot: true}
+  - {machineType: a3-highgpu-8g}
+  activeMigration: {optimizeRulePriority: true}
+"""
+CLASS_LABELS = "{cloud.google.com/compute-class: training}"
+
+
+def test_stock_out_falls_down_the_class_rules_and_migrates_back(tmp_path: Path) -> None:
+    labels = "labels: {cloud.google.com/compute-class: training}\nautoscaling: {min: 0, max: 1}\nprovisioning: {boot: 60s}"
+    spot = pool("spot", labels + "\nstock: [{available: 0}, {available: 1, from: 1h}]", "spot", 30)
+    demand = pool("demand", labels, "on-demand", 88)
+    result, prov = run(
+        tmp_path, spot + demand, ["job,team-a,q,0,14400,,1,8,,,,1800"], labels=CLASS_LABELS, extra=CLASS
+    )
+    assert log(prov, "scale-up", "fallback", "migrate") == [
+        (0.0, "fallback", "team-a/job"),  # rule 0 (spot) is out of stock: rule 1
+        (0.0, "scale-up", "demand"),
+        (3600.0, "migrate", "team-a/job"),  # spot stock is back: order a spot node first
+        (3600.0, "scale-up", "spot"),
+        (3660.0, "migrate", "demand-00"),  # drained once the spot node is ready
+    ]
+    job = result.runs["team-a/job"]
+    # Ran 60..3660 on demand (3600 s, two 1800 s checkpoints: nothing lost), then on spot.
+    assert (job.evictions, job.lost_gpu_s, job.ended) == (1, 0.0, 3660 + 14400 - 3600)
+    assert prov.counters.fallbacks == 1 and prov.counters.migrations == 1
+
+
+CONSOLIDATING = "count: 2\nautoscaling: {min: 0, max: 2}\nscaleDown: {idleAfter: 10h}\ndisruption: {consolidationPolicy: WhenEmptyOrUnderutilized}"
+
+
+@pytest.mark.parametrize(
+    ("name", "pdbs", "expected"),
+    [
+        ("without a budget the half-empty node is consolidated", "[]", [(1000.0, "consolidate", "box-00")]),
+        (
+            "a PodDisruptionBudget on the long jobs blocks it",
+            "[{name: long, namespace: team-a, selector: {app: long}, minAvailable: 2}]",
+            [(1000.0, "consolidation-blocked", "box-00"), (1000.0, "consolidation-blocked", "box-01")],
+        ),
+    ],
+)
+def test_consolidation_respects_a_pod_disruption_budget(
+    tmp_path: Path, name: str, pdbs: str, expected: list[tuple[float, str, str]]
+) -> None:
+    rows = [
+        "short-1,team-a,q,0,1000,,1,4,,,,",
+        "long-1,team-a,q,0,9000,,1,4,,,,",
+        "long-2,team-a,q,0,9000,,1,4,,,,",
+    ]
+    result, prov = run(tmp_path, pool("box", CONSOLIDATING), rows, f"{{podDisruptionBudgets: {pdbs}}}")
+    assert log(prov, "consolidate", "consolidation-blocked") == expected, name
+    moved = result.runs["team-a/long-1"].evictions
+    assert moved == (1 if pdbs == "[]" else 0)
+
+
+FLEX_POOL = "autoscaling: {min: 0, max: 8}\nprovisioning: {boot: 60s}\nstock: [{available: 3}, {available: 4, from: 1000s}]"
+
+
+@pytest.mark.parametrize(
+    ("name", "stock", "expected", "status"),
+    [
+        (
+            "4 nodes with 3 in stock wait, retry with backoff 60/120/240 s and are rejected",
+            "stock: [{available: 3}]",
+            [
+                (0.0, "request", "team-a/big"),
+                (0.0, "request-waiting", "team-a/big"),
+                (600.0, "request-failed", "team-a/big"),
+                (660.0, "request-retry", "team-a/big"),
+                (660.0, "request-waiting", "team-a/big"),
+                (1260.0, "request-failed", "team-a/big"),
+                (1380.0, "request-retry", "team-a/big"),
+                (1380.0, "request-waiting", "team-a/big"),
+                (1980.0, "request-failed", "team-a/big"),
+                (2220.0, "request-retry", "team-a/big"),
+                (2220.0, "request-waiting", "team-a/big"),
+                (2820.0, "request-rejected", "team-a/big"),
+            ],
+            JobStatus.DEACTIVATED,
+        ),
+        (
+            "the fourth node comes back in stock: all four are provisioned together",
+            "stock: [{available: 3}, {available: 4, from: 1000s}]",
+            [
+                (0.0, "request", "team-a/big"),
+                (0.0, "request-waiting", "team-a/big"),
+                (600.0, "request-failed", "team-a/big"),
+                (660.0, "request-retry", "team-a/big"),
+                (660.0, "request-waiting", "team-a/big"),
+                (1060.0, "request-provisioned", "team-a/big"),
+                (4660.0, "request-released", "team-a/big"),
+            ],
+            JobStatus.FINISHED,
+        ),
+    ],
+)
+def test_queued_provisioning_is_all_or_nothing_with_backoff(
+    tmp_path: Path, name: str, stock: str, expected: list[tuple[float, str, str]], status: JobStatus
+) -> None:
+    spec = f"autoscaling: {{min: 0, max: 8}}\nprovisioning: {{boot: 60s}}\nlabels: {{dws: 'yes'}}\n{stock}"
+    result, prov = run(
+        tmp_path,
+        pool("flex", spec, "flex-start", 50),
+        ["big,team-a,q,0,3600,,4,8,,,,"],
+        "{queued: {attemptTimeout: 10m}}",
+        labels="{dws: 'yes'}",
+        checks="[{name: dws}]",
+        extra=DWS.format(klass="check-capacity.autoscaling.x-k8s.io", params="{}"),
+    )
+    kinds = ("request", "request-waiting", "request-failed", "request-retry", "request-provisioned")
+    assert log(prov, *kinds, "request-rejected", "request-released") == expected, name
+    assert result.runs["team-a/big"].status == status
+    # Nothing partial: either no node ever joined, or all four at once.
+    assert prov.counters.nodes_added in (0, 4)
+    if status == JobStatus.FINISHED:
+        assert times(result, "team-a/big")[:2] == (1060.0, 4660.0)
+        assert prov.queued.waits_s == [1060.0]
+
+
+def test_flex_start_stops_the_run_at_max_run_duration(tmp_path: Path) -> None:
+    spec = "autoscaling: {min: 0, max: 2}\nprovisioning: {boot: 60s}\nlabels: {dws: 'yes'}"
+    result, prov = run(
+        tmp_path,
+        pool("flex", spec, "flex-start", 50),
+        ["train,team-a,q,0,7200,,1,8,,,,1500"],
+        labels="{dws: 'yes'}",
+        checks="[{name: dws}]",
+        extra=DWS.format(klass="queued-provisioning.gke.io", params="{maxRunDurationSeconds: '3600'}"),
+    )
+    # Nodes at 60, capped at 3660: 3600 s ran, 3000 s checkpointed, 600 s x 8 GPUs lost; again at
+    # 3720..7320 (3000 s saved, 1200 s left), then 7380..8580.
+    assert log(prov, "request-provisioned", "request-reclaimed") == [
+        (60.0, "request-provisioned", "team-a/train"),
+        (3660.0, "request-reclaimed", "team-a/train"),
+        (3720.0, "request-provisioned", "team-a/train"),
+        (7320.0, "request-reclaimed", "team-a/train"),
+        (7380.0, "request-provisioned", "team-a/train"),
+    ]
+    train = result.runs["team-a/train"]
+    assert (train.status, train.ended, train.evictions) == (JobStatus.FINISHED, 8580.0, 2)
+    assert train.lost_gpu_s == 2 * 600 * 8
+
+
+@pytest.mark.parametrize(
+    ("name", "duration", "status", "ended"),
+    [
+        ("a job that ends inside the window runs at its start", 3600, JobStatus.FINISHED, 7200.0),
+        ("a job too long for the window is not admitted into it", 90000, JobStatus.DEACTIVATED, 3600.0),
+    ],
+)
+def test_calendar_window_admits_only_jobs_that_end_before_it_closes(
+    tmp_path: Path, name: str, duration: int, status: JobStatus, ended: float
+) -> None:
+    spec = "autoscaling: {min: 0, max: 2}\nprovisioning: {boot: 60s}\nlabels: {dws: 'yes'}"
+    result, _prov = run(
+        tmp_path,
+        pool("cal", spec, "calendar", 50),
+        [f"job,team-a,q,0,{duration},,1,8,,,,"],
+        "{queued: {checks: {dws: {mode: calendar, windowStart: 1h, windowEnd: 25h}}}}",
+        labels="{dws: 'yes'}",
+        checks="[{name: dws}]",
+        extra=DWS.format(klass="check-capacity.autoscaling.x-k8s.io", params="{}"),
+    )
+    job = result.runs["team-a/job"]
+    assert (job.status, job.ended) == (status, ended), name
+
+
+SPOT = "count: 1\nprovisioning: {boot: 0s}"
+
+
+@pytest.mark.parametrize(
+    ("name", "checkpoint", "lost_s"),
+    [
+        ("with 30 min checkpoints only the work since 1800 s is lost", "1800", 3030 - 1800),
+        ("without checkpoints everything since the start is lost", "", 3030),
+    ],
+)
+def test_spot_interruption_loses_the_work_since_the_last_checkpoint(
+    tmp_path: Path, name: str, checkpoint: str, lost_s: int
+) -> None:
+    result, prov = run(
+        tmp_path,
+        pool("spot", SPOT, "spot", 30),
+        [f"job,team-a,q,0,7200,,1,8,,,,{checkpoint}"],
+        "{spot: {trace: [{at: 3000s, node: spot-00}]}}",
+    )
+    assert log(prov, "spot-notice", "spot-interrupt") == [
+        (3000.0, "spot-notice", "spot-00"),
+        (3030.0, "spot-interrupt", "spot-00"),  # GCP's 30 s notice
+    ]
+    job = result.runs["team-a/job"]
+    assert job.lost_gpu_s == lost_s * 8, name
+    assert prov.counters.spot_lost_gpu_s == lost_s * 8
+    saved = 1800 if checkpoint else 0
+    assert job.ended == 3030 + 7200 - saved  # the replacement node joins at once (boot 0 s)
+
+
+def test_spot_interruptions_drawn_from_a_rate_are_seeded(tmp_path: Path) -> None:
+    rows = ["job,team-a,q,0,36000,,1,8,,,,600"]
+    provisioning = "{spot: {interruptionsPerNodeHour: {spot: 0.5}, provider: aws}}"
+    first = run(tmp_path, pool("spot", SPOT, "spot", 30), rows, provisioning)[1]
+    again = run(tmp_path, pool("spot", SPOT, "spot", 30), rows, provisioning)[1]
+    assert first.log == again.log
+    notices = log(first, "spot-notice")
+    interrupts = log(first, "spot-interrupt")
+    assert notices and [t + 120 for t, _, _ in notices[: len(interrupts)]] == [t for t, _, _ in interrupts]
+
+
+def test_cost_attribution_adds_up_to_the_total_bill(tmp_path: Path) -> None:
+    rows = [
+        "a1,team-a,q,0,3600,,1,4,,,,",
+        "b1,team-b,q,0,1800,,1,2,,,,",
+        "b2,team-b,q,100,7200,,1,8,,,,",
+    ]
+    result, prov = run(tmp_path, pool("box", AUTOSCALED) + pool("spare", "count: 1", price=40), rows)
+    cost = cost_metrics(prov, result)
+    total = cost["total"]
+    assert math.isclose(sum(cost["by_namespace"].values()) + cost["idle"], total, abs_tol=1e-5)
+    assert math.isclose(sum(cost["by_cluster_queue"].values()) + cost["idle"], total, abs_tol=1e-5)
+    assert math.isclose(sum(cost["by_pool"].values()), total, abs_tol=1e-5)
+    assert math.isclose(sum(cost["by_capacity_type"].values()), total, abs_tol=1e-5)
+    assert cost["by_namespace"]["team-b"] > 0 and cost["idle"] > 0
