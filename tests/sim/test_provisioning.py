@@ -121,7 +121,10 @@ def times(result: SimResult, key: str) -> tuple[float | None, float | None, JobS
     return r.first_started, r.ended, r.status
 
 
-AUTOSCALED = "autoscaling: {min: 0, max: 2}\nprovisioning: {boot: 60s, driverInstall: 30s, imagePull: 30s}\nscaleDown: {idleAfter: 10m}"
+AUTOSCALED = (
+    "autoscaling: {min: 0, max: 2}\nprovisioning: {boot: 60s, driverInstall: 30s, imagePull: 30s}\n"
+    "scaleDown: {idleAfter: 10m}"
+)
 
 
 def test_pool_max_caps_arrivals_and_scales_to_zero_after_idle(tmp_path: Path) -> None:
@@ -158,7 +161,10 @@ CLASS_LABELS = "{cloud.google.com/compute-class: training}"
 
 
 def test_stock_out_falls_down_the_class_rules_and_migrates_back(tmp_path: Path) -> None:
-    labels = "labels: {cloud.google.com/compute-class: training}\nautoscaling: {min: 0, max: 1}\nprovisioning: {boot: 60s}"
+    labels = (
+        "labels: {cloud.google.com/compute-class: training}\nautoscaling: {min: 0, max: 1}\n"
+        "provisioning: {boot: 60s}"
+    )
     spot = pool("spot", labels + "\nstock: [{available: 0}, {available: 1, from: 1h}]", "spot", 30)
     demand = pool("demand", labels, "on-demand", 88)
     result, prov = run(
@@ -177,7 +183,10 @@ def test_stock_out_falls_down_the_class_rules_and_migrates_back(tmp_path: Path) 
     assert prov.counters.fallbacks == 1 and prov.counters.migrations == 1
 
 
-CONSOLIDATING = "count: 2\nautoscaling: {min: 0, max: 2}\nscaleDown: {idleAfter: 10h}\ndisruption: {consolidationPolicy: WhenEmptyOrUnderutilized}"
+CONSOLIDATING = (
+    "count: 2\nautoscaling: {min: 0, max: 2}\nscaleDown: {idleAfter: 10h}\n"
+    "disruption: {consolidationPolicy: WhenEmptyOrUnderutilized}"
+)
 
 
 @pytest.mark.parametrize(
@@ -203,9 +212,6 @@ def test_consolidation_respects_a_pod_disruption_budget(
     assert log(prov, "consolidate", "consolidation-blocked") == expected, name
     moved = result.runs["team-a/long-1"].evictions
     assert moved == (1 if pdbs == "[]" else 0)
-
-
-FLEX_POOL = "autoscaling: {min: 0, max: 8}\nprovisioning: {boot: 60s}\nstock: [{available: 3}, {available: 4, from: 1000s}]"
 
 
 @pytest.mark.parametrize(
