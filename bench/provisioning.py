@@ -125,7 +125,8 @@ def main() -> None:
         f"nodes added {c.nodes_added}, scale-downs {c.scale_downs}, spot interruptions {c.spot_interruptions}"
     )
     print(
-        f"wall {wall:.1f} s; in provisioning decisions {prov.decision_s:.2f} s ({100 * prov.decision_s / wall:.1f}%)"
+        f"wall {wall:.1f} s; in provisioning decisions {prov.decision_s:.2f} s "
+        f"({100 * prov.decision_s / wall:.1f}%)"
     )
 
 
