@@ -23,15 +23,19 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import gpuq.forecast.forecast as forecasting
 from gpuq.api.loader import load
 from gpuq.core.model import ClusterConfig, PodSet, Workload
 from gpuq.core.nodes import GPU, Node
-from gpuq.forecast.forecast import DEFAULT_EXACT_STARTS, QUEUE_MODEL, ForecastSettings, Snapshot, forecast
+from gpuq.forecast.forecast import (
+    DEFAULT_EXACT_STARTS,
+    PARALLEL_MIN,
+    QUEUE_MODEL,
+    ForecastSettings,
+    Snapshot,
+    forecast,
+)
 from gpuq.forecast.replay import Replay, default_profile
 from gpuq.forecast.runtimes import Finished, RuntimeEstimator
 from gpuq.sim.jobs import SimJob
@@ -117,26 +121,6 @@ def snapshot(nodes: int, teams: int, pending: int, seed: int) -> tuple[Snapshot,
     return taken[0], estimator
 
 
-def timed_runs() -> tuple[list[float], Callable[[], None]]:
-    """Time each of the forecast's simulation runs (its ``_simulate``), restored by the callback."""
-    spent: list[float] = []
-    original = forecasting._simulate
-
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            spent.append(time.perf_counter() - started)
-
-    forecasting._simulate = timed  # type: ignore[assignment]
-
-    def restore() -> None:
-        forecasting._simulate = original
-
-    return spent, restore
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -146,6 +130,7 @@ def main() -> None:
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--exact-starts", type=int, default=DEFAULT_EXACT_STARTS, help="0: no limit")
+    parser.add_argument("--sequential", action="store_true", help="both runs in this process")
     parser.add_argument("--profile", action="store_true", help="cProfile the forecast; print the top 25")
     args = parser.parse_args()
     started = time.perf_counter()
@@ -154,16 +139,15 @@ def main() -> None:
         f"snapshot: {len(taken.running):,} running, {len(taken.pending):,} pending on {args.nodes} nodes "
         f"x 8 GPUs, {args.teams} ClusterQueues in one cohort (built in {time.perf_counter() - started:.1f}s)"
     )
-    spent, restore = timed_runs()
     profiler = cProfile.Profile() if args.profile else None
-    try:
-        if profiler is not None:
-            profiler.enable()
-        result = forecast(taken, estimator, ForecastSettings(exact_starts=args.exact_starts or None))
-        if profiler is not None:
-            profiler.disable()
-    finally:
-        restore()
+    settings = ForecastSettings(
+        exact_starts=args.exact_starts or None, parallel_min=None if args.sequential else PARALLEL_MIN
+    )
+    if profiler is not None:
+        profiler.enable()
+    result = forecast(taken, estimator, settings)
+    if profiler is not None:
+        profiler.disable()
     workloads = len(taken.running) + len(taken.pending)
     started_in = sum(1 for eta in result.etas.values() if eta.start_at is not None)
     print(
@@ -175,10 +159,9 @@ def main() -> None:
         f"  exact engine for the first {args.exact_starts or 'all':} admissions of each run: "
         f"{len(result.etas) - modelled:,} ETAs simulated, {modelled:,} by the queue model"
     )
-    for name, seconds in zip(("low runtimes", "high runtimes"), spent, strict=True):
-        print(f"  {name}: {seconds:.2f}s ({100 * seconds / result.took_s:.0f}%)")
-    rest = result.took_s - sum(spent)
-    print(f"  estimates and results: {rest:.2f}s ({100 * rest / result.took_s:.0f}%)")
+    where = "in a forked process, at the same time" if result.parallel else "here, one after the other"
+    low, high = result.runs_s
+    print(f"  low runtimes: {low:.2f}s here; high runtimes: {high:.2f}s {where}")
     if profiler is not None:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
 

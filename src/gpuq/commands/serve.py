@@ -23,7 +23,7 @@ from rich.table import Table
 
 from gpuq.core.nodes import Node
 from gpuq.core.placement.scoring import CHOOSERS
-from gpuq.forecast.forecast import DEFAULT_EXACT_STARTS, ForecastSettings
+from gpuq.forecast.forecast import DEFAULT_EXACT_STARTS, PARALLEL_MIN, ForecastSettings
 from gpuq.forecast.runtimes import EstimatorSettings
 from gpuq.run.gpus import GPUDevice
 from gpuq.run.store import Store, StoreConflict, default_url
@@ -197,7 +197,11 @@ def serve(
         lease_s=lease_seconds,
         gpus=monitor,
     )
-    ahead = ForecastSettings(exact_starts=eta_exact_starts or None)
+    # A large forecast's second run goes to a forked process; not beside a Ray driver, whose gRPC
+    # threads do not survive a fork.
+    ahead = ForecastSettings(
+        exact_starts=eta_exact_starts or None, parallel_min=None if ray_address else PARALLEL_MIN
+    )
     forecasts = ForecastCache(runner.read, store, CacheSettings(estimator=forecast_settings, forecast=ahead))
     app = create_app(
         store,

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from gpuq.core.model import ClusterConfig, Workload
 from gpuq.core.nodes import Node
 from gpuq.core.placement.engine import PodBinding
+from gpuq.forecast.fork import Forked, can_fork
 from gpuq.forecast.queue_model import Holding, Waiting, continue_queue
 from gpuq.forecast.runtimes import Estimate, Profile, RuntimeEstimator
 from gpuq.sim.jobs import SimJob
@@ -30,6 +31,7 @@ from gpuq.sim.simulator import JobStatus, NodeChange, Resident, SimSettings, Sim
 
 DEFAULT_HORIZON_S = 30 * 86400.0
 DEFAULT_EXACT_STARTS = 500
+PARALLEL_MIN = 2000  # workloads from which the two runs are worth a process each
 SIMULATED = "simulated"
 QUEUE_MODEL = "queue model"
 ARRIVAL_PREFIX = "expected-arrival-"
@@ -80,11 +82,14 @@ class Snapshot:
 class ForecastSettings:
     """``horizon_s``: how far ahead to simulate; ``arrivals_window_s``: when set, the workloads
     submitted in that past window are expected again over the same span ahead; ``exact_starts``:
-    waiting workloads the exact engine admits before the queue model takes over (None: all)."""
+    waiting workloads the exact engine admits before the queue model takes over (None: all);
+    ``parallel_min``: from this many workloads the high run goes to a forked process while the low
+    one runs here, where fork exists and there are two CPUs (None: never)."""
 
     horizon_s: float = DEFAULT_HORIZON_S
     arrivals_window_s: float | None = None
     exact_starts: int | None = DEFAULT_EXACT_STARTS
+    parallel_min: int | None = PARALLEL_MIN
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +124,8 @@ class Forecast:
     took_s: float
     horizon_s: float
     settings: ForecastSettings = field(default_factory=ForecastSettings)
+    runs_s: tuple[float, float] = (0.0, 0.0)  # the low and the high run, each where it ran
+    parallel: bool = False  # the high run went to a forked process
 
     def get(self, key: str) -> Eta | None:
         return self.etas.get(key)
@@ -140,8 +147,17 @@ def forecast(
             estimate = estimates[pending.profile] = estimator.estimate(pending.profile)
         runtimes[pending.workload.key] = estimate
     arrivals = _expected_arrivals(snapshot, estimator, settings)
-    low = _simulate(snapshot, runtimes, arrivals, settings, lambda e: e.low_s)
-    high = _simulate(snapshot, runtimes, arrivals, settings, lambda e: e.high_s)
+
+    def run(pick: Callable[[Estimate], float]) -> tuple[dict[str, Outcome], float]:
+        began = time.perf_counter()
+        return _simulate(snapshot, runtimes, arrivals, settings, pick), time.perf_counter() - began
+
+    size = len(snapshot.running) + len(snapshot.pending) + len(arrivals)
+    parallel = settings.parallel_min is not None and size >= settings.parallel_min and can_fork()
+    child = Forked(lambda: run(_high)) if parallel else None
+    low, low_s = run(_low)
+    joined = child.join() if child is not None else None
+    high, high_s = joined if joined is not None else run(_high)
     etas: dict[str, Eta] = {}
     states = {r.workload.key: "Running" if r.started_at is not None else "Admitted" for r in snapshot.running}
     for key, runtime in runtimes.items():
@@ -157,7 +173,16 @@ def forecast(
             end_range=_range(now, expected.ended, late.ended),
             method=QUEUE_MODEL if expected.modelled or late.modelled else SIMULATED,
         )
-    return Forecast(now, etas, time.perf_counter() - started, settings.horizon_s, settings)
+    took = time.perf_counter() - started
+    return Forecast(now, etas, took, settings.horizon_s, settings, (low_s, high_s), joined is not None)
+
+
+def _low(estimate: Estimate) -> float:
+    return estimate.low_s
+
+
+def _high(estimate: Estimate) -> float:
+    return estimate.high_s
 
 
 def _simulate(
