@@ -31,7 +31,7 @@ from gpuq.sim.simulator import JobStatus, NodeChange, Resident, SimSettings, Sim
 
 DEFAULT_HORIZON_S = 30 * 86400.0
 DEFAULT_EXACT_STARTS = 500
-PARALLEL_MIN = 2000  # workloads from which the two runs are worth a process each
+PARALLEL_MIN = 500  # workloads from which the two runs are worth a process each (a fork costs ms)
 SIMULATED = "simulated"
 QUEUE_MODEL = "queue model"
 ARRIVAL_PREFIX = "expected-arrival-"
