@@ -13,7 +13,7 @@ import pytest
 
 from gpuq.sim.provisioning import Provisioner
 from gpuq.sim.provisioning_report import cost_metrics
-from gpuq.sim.scenario import load_workloads, plan_scenario, prepare
+from gpuq.sim.scenario import ScenarioError, load_workloads, plan_scenario, prepare
 from gpuq.sim.simulator import JobStatus, SimResult
 
 QUEUE = """\
@@ -78,6 +78,8 @@ spec:
   parameters: {params}
   retryStrategy: {{backoffLimitCount: 3, backoffBaseSeconds: 60, backoffMaxSeconds: 1800}}
 """
+
+EXAMPLE = Path(__file__).parents[2] / "examples/symbol-retail/capacity/capacity.scenario"
 
 HEADER = "name,namespace,queue,submit_s,duration_s,priority,pods,gpus,cpu,memory,gpu_model,checkpoint_s\n"
 
@@ -378,3 +380,28 @@ def test_cost_attribution_adds_up_to_the_total_bill(tmp_path: Path) -> None:
     assert math.isclose(sum(cost["by_pool"].values()), total, abs_tol=1e-5)
     assert math.isclose(sum(cost["by_capacity_type"].values()), total, abs_tol=1e-5)
     assert cost["by_namespace"]["team-b"] > 0 and cost["idle"] > 0
+
+
+def test_a_flavor_no_pool_can_serve_is_refused_naming_the_flavor(tmp_path: Path) -> None:
+    # The flavor selects dws=yes; the only pool (even at max) does not carry it: Kueue would admit
+    # on quota and the workload would hold it for the whole run without a node.
+    with pytest.raises(ScenarioError) as caught:
+        run(tmp_path, pool("box", AUTOSCALED), ["a1,team-a,q,0,3600,,1,8,,,,"], labels="{dws: 'yes'}")
+    (diagnostic,) = caught.value.diagnostics
+    assert (diagnostic.kind, diagnostic.name, diagnostic.field) == (
+        "ResourceFlavor",
+        "gpu",
+        "spec.nodeLabels",
+    )
+    assert "dws=yes" in diagnostic.message
+
+
+def test_the_capacity_example_leaves_no_workload_holding_quota_without_a_node() -> None:
+    # Regression: the on-demand variant's pool for the spot flavor lacked the flavor's gke-spot
+    # label, so 10 workloads were admitted on that flavor and ended the run "running" on no node.
+    plan = plan_scenario([str(EXAMPLE)], compare=True)
+    trace = load_workloads(plan)
+    for variant in plan.variants:
+        result = prepare(plan, variant, trace).simulation().run()
+        left = sorted(k for k, r in result.runs.items() if r.status != JobStatus.FINISHED)
+        assert left == [], variant.name

@@ -10,11 +10,12 @@ or ``autoscaling`` written) are expanded to ``max`` nodes; the nodes above the s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpuq.api import kueue, nodes_convert
 from gpuq.api.compute_class import ComputeClass, to_policy
+from gpuq.api.diagnostics import Diagnostic
 from gpuq.api.loader import LoadResult
 from gpuq.api.machines import NodePool
 from gpuq.api.provisioning_prices import catalogue_with
@@ -95,6 +96,34 @@ def spare_nodes(result: LoadResult) -> list[Node]:
         if scalable(pool):
             spares += nodes_convert.expand_pool(pool, result.gpu_catalogue, high)[count:]
     return spares
+
+
+def unserved_flavors(result: LoadResult, nodes: Sequence[Node]) -> list[Diagnostic]:
+    """Flavors a ClusterQueue gives quota to that no node carries the labels of, counting every node
+    the provisioning may ever bring up (pools expanded to ``max``): errors, because Kueue admits on
+    quota alone, so their workloads would hold quota for the whole run and never start."""
+    assert result.config is not None
+    quota = {
+        flavor.name
+        for queue in result.config.cluster_queues.values()
+        for group in queue.resource_groups
+        for flavor in group.flavors
+        if any(q.nominal > 0 or q.borrowing_limit != 0 for q in flavor.resources.values())
+    }
+    out: list[Diagnostic] = []
+    for manifest in result.manifests:
+        flavor = result.config.flavors.get(manifest.name)
+        if not isinstance(manifest.model, kueue.ResourceFlavor) or flavor is None or flavor.name not in quota:
+            continue
+        if any(all(n.labels.get(k) == v for k, v in flavor.node_labels.items()) for n in nodes):
+            continue
+        wanted = ", ".join(f"{k}={v}" for k, v in sorted(flavor.node_labels.items()))
+        message = (
+            f"no node of any pool, even scaled to its max, carries {wanted}: workloads given this "
+            "flavor would hold its quota and never start (label the pool that should serve it)"
+        )
+        out.append(manifest.diagnostic(("spec", "nodeLabels"), message))
+    return out
 
 
 def node_price(pool: NodePool, catalogue: PriceCatalogue) -> float:

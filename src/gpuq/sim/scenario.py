@@ -36,7 +36,7 @@ from gpuq.sim.generator import generate
 from gpuq.sim.initial_state import InitialState, StateSource, initial_state, later_arrivals
 from gpuq.sim.jobs import SimJob, to_sim_jobs, unplaceable
 from gpuq.sim.provisioning import Provisioner
-from gpuq.sim.provisioning_setup import ProvisioningSetup, provisioning_setup, spare_nodes
+from gpuq.sim.provisioning_setup import ProvisioningSetup, provisioning_setup, spare_nodes, unserved_flavors
 from gpuq.sim.serving import ServingFleet, ServingPlan
 from gpuq.sim.serving_plan import ServingPlanError, serving_plan
 from gpuq.sim.simulator import NodeChange, Resident, SimSettings, Simulation
@@ -298,6 +298,8 @@ def prepare(plan: ScenarioPlan, variant: VariantPlan, trace: TraceRead) -> Prepa
     setup = provisioning_setup(result, chosen, plan.seed) if chosen is not None else None
     if setup is not None:
         nodes, down = _with_pool_spares(nodes, down, spare_nodes(result))
+        if unserved := unserved_flavors(result, nodes):
+            raise ScenarioError(f"variant {variant.name}: flavors no node can serve", tuple(unserved))
     jobs, too_large = unplaceable(jobs, nodes, trace.source)
     bad += too_large
     prices = _prices(result, nodes, setup)
