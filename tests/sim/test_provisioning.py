@@ -32,7 +32,7 @@ spec:
   - coveredResources: [nvidia.com/gpu]
     flavors:
     - name: gpu
-      resources: [{{name: nvidia.com/gpu, nominalQuota: 256}}]
+      resources: [{{name: nvidia.com/gpu, nominalQuota: {quota}}}]
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: LocalQueue
@@ -97,8 +97,11 @@ def run(
     labels: str = "{}",
     checks: str = "[]",
     extra: str = "",
+    quota: int = 256,
 ) -> tuple[SimResult, Provisioner]:
-    (tmp_path / "cluster.yaml").write_text(QUEUE.format(labels=labels, checks=checks) + pools + extra)
+    (tmp_path / "cluster.yaml").write_text(
+        QUEUE.format(labels=labels, checks=checks, quota=quota) + pools + extra
+    )
     (tmp_path / "trace.csv").write_text(HEADER + "\n".join(rows) + "\n")
     (tmp_path / "scenario.yaml").write_text(
         "apiVersion: gpuq.dev/v1alpha1\nkind: Scenario\nmetadata: {name: t}\nspec:\n"
@@ -275,6 +278,41 @@ def test_queued_provisioning_is_all_or_nothing_with_backoff(
     if status == JobStatus.FINISHED:
         assert times(result, "team-a/big")[:2] == (1060.0, 4660.0)
         assert prov.queued.waits_s == [1060.0]
+
+
+def test_a_failed_attempt_releases_the_quota_through_its_backoff(tmp_path: Path) -> None:
+    # Kueue: a failed ProvisioningRequest sets the check to Retry; the workload is evicted (quota
+    # released) and requeued after the backoff, then gets a new attempt when it has quota again.
+    spec = "autoscaling: {min: 0, max: 8}\nprovisioning: {boot: 60s}\nlabels: {dws: 'yes'}\n"
+    spec += "stock: [{available: 3}]"
+    result, prov = run(
+        tmp_path,
+        pool("flex", spec, "flex-start", 50),
+        ["big,team-a,q,0,3600,,4,8,,,,", "small,team-a,q,100,60,,1,8,,,,"],
+        "{queued: {attemptTimeout: 10m}}",
+        labels="{dws: 'yes'}",
+        checks="[{name: dws}]",
+        extra=DWS.format(klass="check-capacity.autoscaling.x-k8s.io", params="{}"),
+        quota=32,
+    )
+    kinds = ("request", "request-failed", "request-retry", "request-provisioned", "request-rejected")
+    assert log(prov, *kinds, "request-released") == [
+        (0.0, "request", "team-a/big"),  # 32 of 32 GPUs of quota; 3 of 4 nodes in stock
+        (600.0, "request-failed", "team-a/big"),  # Retry: evicted, requeued at 660
+        (600.0, "request", "team-a/small"),  # the quota big released
+        (660.0, "request-provisioned", "team-a/small"),
+        (720.0, "request-retry", "team-a/big"),  # small finished: big has its quota back, attempt 2
+        (720.0, "request-released", "team-a/small"),
+        (1320.0, "request-failed", "team-a/big"),  # backoff 120 s
+        (1440.0, "request-retry", "team-a/big"),
+        (2040.0, "request-failed", "team-a/big"),  # backoff 240 s
+        (2280.0, "request-retry", "team-a/big"),
+        (2880.0, "request-rejected", "team-a/big"),  # attempt 4 > backoffLimitCount 3
+    ]
+    big, small = result.runs["team-a/big"], result.runs["team-a/small"]
+    assert (big.status, big.evictions, big.ended) == (JobStatus.DEACTIVATED, 3, 2880.0)
+    assert (small.status, small.first_admitted, small.ended) == (JobStatus.FINISHED, 600.0, 720.0)
+    assert prov.queued.counts == {"created": 2, "provisioned": 1, "retries": 3, "rejected": 1, "reclaimed": 0}
 
 
 def test_flex_start_stops_the_run_at_max_run_duration(tmp_path: Path) -> None:

@@ -8,21 +8,22 @@ Pending). The request moves through :func:`gpuq.core.provisioning.queued.step`:
 2. all or nothing: the nodes are taken only when the stock and the pool's ``max`` give all of
    them at once, from one pool (close together); they join together after the pool's delay
    (calendar: at the window start, already provisioned);
-3. an attempt that gets no capacity for ``attemptTimeout`` fails: retried after the
-   ProvisioningRequestConfig's backoff (60, 120, 240 s...), past ``backoffLimitCount`` the check
-   is Rejected and the workload deactivated, as Kueue does;
+3. an attempt that gets no capacity for ``attemptTimeout`` fails. While ``attempt <=
+   backoffLimitCount`` the check goes to Retry: the workload is evicted (its quota released) and
+   requeued after ``min(backoffBaseSeconds * 2**(attempt-1), backoffMaxSeconds)`` (60, 120,
+   240 s...); when it gets quota again the next attempt starts. Past the limit the check is
+   Rejected and the workload deactivated (Kueue's provisioning controller and workload
+   ``RequeueState``);
 4. when the nodes are there the workload is admitted (check Ready); a calendar request refuses a
    workload whose run would end after the window closes (check Rejected, deactivated);
 5. flex-start nodes are reclaimed ``maxRunDuration`` after they joined, calendar nodes at the
    window's end: the workload is evicted (losing the work since its last checkpoint) and
    requeued; on finishing, the nodes are released at once.
-
-Differs from Kueue: during a retry backoff the workload keeps its quota reservation (Kueue
-evicts it and requeues it after the same backoff).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import TYPE_CHECKING
 
@@ -69,6 +70,7 @@ class QueuedProvisioning:
         mine = [c for c in checks if c in self.prov.setup.checks]
         key = run.job.key
         admitted = sim.scheduler.state.admitted.get(key)
+        earlier = self.requests.pop(key, None)
         if not mine or admitted is None:
             return set()
         workload = admitted.workload
@@ -94,12 +96,17 @@ class QueuedProvisioning:
         except InvalidRequest as error:
             self.prov.note(now, "request-invalid", key, str(error))
             return set()
-        self.requests[key] = request
         self.pool[key] = pool.name
         self.first_asked.setdefault(key, now)
-        self.counts["created"] += 1
         self.waiting.add(now, 1)
-        self.prov.note(now, "request", key, f"{request.nodes} x {pool.name} ({plan.mode}): {request.message}")
+        if earlier is not None and earlier.state == State.RETRY:  # back from a Retry's backoff
+            request, _ = step(dataclasses.replace(earlier, nodes=request.nodes), Tick(), now)
+            self.prov.note(now, "request-retry", key, request.message)
+        else:
+            self.counts["created"] += 1
+            what = f"{request.nodes} x {pool.name} ({plan.mode}): {request.message}"
+            self.prov.note(now, "request", key, what)
+        self.requests[key] = request
         if plan.mode != "calendar":
             self.prov.push(now + self.prov.setup.attempt_timeout_s, "q_timeout", key, request.attempt)
         elif plan.window is not None and plan.window[0] > now:
@@ -143,12 +150,6 @@ class QueuedProvisioning:
         elif kind == "q_timeout" and token == request.attempt and request.state == State.PENDING:
             if key not in self.nodes:
                 self._failed(key, request, now, sim)
-        elif kind == "q_retry" and request.state == State.RETRY:
-            updated, _ = step(request, Tick(), now)
-            self.requests[key] = updated
-            self.prov.note(now, "request-retry", key, updated.message)
-            self.prov.push(now + self.prov.setup.attempt_timeout_s, "q_timeout", key, updated.attempt)
-            self._try(key, now)
         elif kind == "q_reclaim" and request.state == State.ADMITTED:
             self._reclaim(key, request, now, sim)
         elif kind == "q_window":
@@ -176,17 +177,18 @@ class QueuedProvisioning:
         sim.check_ready(key, now)
 
     def _failed(self, key: str, request: Request, now: float, sim: Simulation) -> None:
-        """Step 3: an attempt timed out without capacity."""
+        """Step 3: an attempt timed out without capacity: Retry (evicted, requeued after the backoff;
+        the request stays, in state Retry, for the next admission) or Rejected (deactivated)."""
         timeout = self.prov.setup.attempt_timeout_s
         updated, _ = step(request, Failed(f"no capacity for {timeout:.0f}s ({request.message})"), now)
         self.requests[key] = updated
+        self.waiting.add(now, -1)
         if updated.state == State.RETRY and updated.retry_at is not None:
             self.counts["retries"] += 1
             self.prov.note(now, "request-failed", key, updated.message)
-            self.prov.push(updated.retry_at, "q_retry", key, updated.attempt)
+            sim.evict(key, now, f"AdmissionCheck Retry: {updated.message}", requeue_at=updated.retry_at)
             return
         self.counts["rejected"] += 1
-        self.waiting.add(now, -1)
         self.prov.note(now, "request-rejected", key, updated.message)
         sim.evict(key, now, f"AdmissionCheck Rejected: {updated.message}", deactivate=True)
         self._drop(key, now, sim, updated.message)
@@ -222,6 +224,8 @@ class QueuedProvisioning:
             run = sim.runs[key]
             if request is None or run.status in (JobStatus.ADMITTED, JobStatus.RUNNING):
                 continue
+            if request.state == State.RETRY and run.status == JobStatus.PENDING:
+                continue  # evicted for its check's Retry: the next attempt comes with its next admission
             if request.state == State.ADMITTED and run.status in (JobStatus.FINISHED, JobStatus.FAILED):
                 step(request, Finish(), now)
             elif request.state in (State.PENDING, State.RETRY):

@@ -640,15 +640,20 @@ class Simulation:
         if run.status == JobStatus.ADMITTED and run.bound_at is None and key not in self.scheduler.unplaced:
             self._bound(run, now)
 
-    def evict(self, key: str, now: float, reason: str, deactivate: bool = False) -> None:
-        """Evict ``key`` (flex-start cap, calendar window end, check Retry); with ``deactivate`` it
-        leaves its queue for good (an admission check Rejected it, as Kueue deactivates it)."""
+    def evict(
+        self, key: str, now: float, reason: str, deactivate: bool = False, requeue_at: float | None = None
+    ) -> None:
+        """Evict ``key`` (flex-start cap, calendar window end, check Retry); with ``requeue_at`` it
+        waits in its queue until then (a Retry's backoff); with ``deactivate`` it leaves its queue for
+        good (an admission check Rejected it, as Kueue deactivates it)."""
         run = self.runs[key]
         if run.status not in (JobStatus.ADMITTED, JobStatus.RUNNING):
             return
         run.held = False
         if not deactivate:
-            self._evict(run, now, reason)
+            self._evict(run, now, reason, requeue_at=requeue_at)
+            if requeue_at is not None:
+                self.queue.push(requeue_at, EventKind.REQUEUE, key, run.version)
             return
         if run.bound_at is None:
             self.recorder.team_pending(now, run.job.team, -1)
