@@ -29,7 +29,6 @@ applying it, as the simulator does).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -42,7 +41,8 @@ from gpuq.api import kueue
 from gpuq.api.loader import load_texts
 from gpuq.api.serving import Autoscaler, ServiceSpec, build_services
 from gpuq.core.autoscaling.replicas import Pod, PodPhase
-from gpuq.core.decisions import CycleResult, Pending
+from gpuq.core.decisions import CycleResult
+from gpuq.core.disruption_budgets import Protected, vet_preemptions
 from gpuq.run.router import Router
 from gpuq.run.serving_autoscale import AutoscalerState, activate, live_autoscaler, sync, sync_period_s
 from gpuq.run.serving_metrics import Load
@@ -165,33 +165,23 @@ class ServiceController:
             for s in self.services.values()
             for r in s.replicas.values()
         }
-        allowed: dict[str, int] = {}
-        blocked: dict[str, str] = {}
-        for preempt in result.preempted:
-            found = replicas.get(preempt.workload)
-            if found is None or preempt.by in blocked or found[0].spec.disruption is None:
-                continue
+
+        def protected(key: str) -> Protected | None:
+            found = replicas.get(key)
+            budget = found[0].spec.disruption if found is not None else None
+            if found is None or budget is None:
+                return None
             svc, replica = found
-            budget = svc.spec.disruption
-            assert budget is not None
-            healthy = sum(1 for r in svc.replicas.values() if r.phase == "Ready")
-            wanted = budget.desired_healthy(svc.desired)
-            left = allowed.setdefault(svc.key, healthy - wanted)
-            if replica.phase != "Ready":
-                if budget.always_allow_unhealthy or healthy >= wanted:
-                    continue
-            elif left > 0:
-                allowed[svc.key] = left - 1
-                continue
-            blocked[preempt.by] = (
-                f"PodDisruptionBudget {budget.name} of {svc.key} allows no more disruptions "
-                f"({healthy} healthy, {wanted} required): {preempt.workload} is not preempted"
+            return Protected(
+                service=svc.key,
+                budget=budget.name,
+                healthy=sum(1 for r in svc.replicas.values() if r.phase == "Ready"),
+                required=budget.desired_healthy(svc.desired),
+                ready=replica.phase == "Ready",
+                unhealthy_may_go=budget.always_allow_unhealthy,
             )
-        if not blocked:
-            return result
-        kept = tuple(p for p in result.preempted if p.by not in blocked)
-        pending = result.pending + tuple(Pending(by, "Pending", why) for by, why in sorted(blocked.items()))
-        return dataclasses.replace(result, preempted=kept, pending=pending)
+
+        return vet_preemptions(result, protected)
 
     # ------------------------------------------------------------------ 1. services
     def _ordered(self) -> list[LiveService]:

@@ -29,14 +29,15 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gpuq.api.serving import ServiceSpec
 from gpuq.api.serving_scenario import ServiceTraffic
 from gpuq.core.autoscaling import hpa, keda
 from gpuq.core.autoscaling.keda import ScaledObjectSpec, ScaledObjectState
-from gpuq.core.decisions import CycleResult, Pending
+from gpuq.core.decisions import CycleResult
+from gpuq.core.disruption_budgets import Protected, vet_preemptions
 from gpuq.core.model import Workload
 from gpuq.core.nodes import GPU, GPU_MILLI
 from gpuq.sim.jobs import SimJob
@@ -222,39 +223,23 @@ class ServingFleet:
             found = self._by_key.get(waiting.workload)
             if found is not None:
                 self._note_wait(found[0], waiting.workload, waiting.message, sim.now)
-        if not result.preempted:
-            return result
-        allowed: dict[int, int] = {}
-        blocked: dict[str, str] = {}
-        for preempt in result.preempted:
-            found = self._by_key.get(preempt.workload)
-            if found is None or preempt.by in blocked:
-                continue
+
+        def protected(key: str) -> Protected | None:
+            found = self._by_key.get(key)
+            budget = found[0].plan.spec.disruption if found is not None else None
+            if found is None or budget is None:
+                return None
             svc, replica = found
-            budget = svc.plan.spec.disruption
-            if budget is None:
-                continue
-            healthy = svc.ready
-            desired = budget.desired_healthy(svc.desired)
-            left = allowed.setdefault(svc.index, healthy - desired)
-            if replica.ready_at is None:
-                if budget.always_allow_unhealthy or healthy >= desired:
-                    continue
-            elif left > 0:
-                allowed[svc.index] = left - 1
-                continue
-            blocked[preempt.by] = (
-                f"PodDisruptionBudget {budget.name} of {svc.name} allows no more disruptions "
-                f"({healthy} healthy, {desired} required): {preempt.workload} is not preempted"
+            return Protected(
+                service=svc.name,
+                budget=budget.name,
+                healthy=svc.ready,
+                required=budget.desired_healthy(svc.desired),
+                ready=replica.ready_at is not None,
+                unhealthy_may_go=budget.always_allow_unhealthy,
             )
-        if not blocked:
-            return result
-        kept = tuple(p for p in result.preempted if p.by not in blocked)
-        pending = result.pending + tuple(
-            Pending(by, "Pending", message, sim.runs[by].cluster_queue)
-            for by, message in sorted(blocked.items())
-        )
-        return replace(result, preempted=kept, pending=pending)
+
+        return vet_preemptions(result, protected, lambda by: sim.runs[by].cluster_queue)
 
     def close(self, end: float) -> None:
         for svc in self.services:
