@@ -24,21 +24,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuq.api.serving import ServiceSpec
+from gpuq.core.autoscaling import serving_metrics
 from gpuq.core.autoscaling.keda import ScaledObjectSpec
 from gpuq.core.autoscaling.replicas import MetricFetchError, MetricReading, ObjectMetric, PodMetrics
+from gpuq.core.autoscaling.serving_metrics import SERVICE_TOTALS
 from gpuq.core.autoscaling.spec import MetricSourceType
 
 PER_POD = ("vllm:num_requests_running", "tgi_batch_current_size")
-TOTAL = (
-    "vllm:num_requests_waiting",
-    "tgi_queue_size",
-    "nv_inference_pending_request_count",
-    "nv_inference_queue_duration_us",
-    "concurrency",
-    "ongoing_requests",
-    "rps",
-)
-KNOWN = PER_POD + TOTAL
+KNOWN = PER_POD + SERVICE_TOTALS
 
 ROUTER_TRIGGER = "gpuq-router"
 """The implicit trigger of a ScaledObject that may scale to zero: active while the router holds
@@ -74,12 +67,7 @@ class Load:
 
 def resolve(name: str, query: str = "") -> tuple[str, bool] | None:
     """``(metric, per_pod)`` a metric or KEDA trigger reads; None when it is not observed live."""
-    if name in KNOWN:
-        return name, name in PER_POD
-    found = [m for m in KNOWN if m in query]
-    if not found:
-        return None
-    return max(found, key=len), query.strip().startswith("avg")
+    return serving_metrics.resolve(name, query, PER_POD)
 
 
 def _total(load: Load, metric: str) -> float:

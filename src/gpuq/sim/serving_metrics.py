@@ -28,8 +28,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from gpuq.core.autoscaling import serving_metrics
 from gpuq.core.autoscaling.keda import ScaledObjectSpec
 from gpuq.core.autoscaling.replicas import MetricReading, ObjectMetric, Pod, PodMetrics, PodPhase
+from gpuq.core.autoscaling.serving_metrics import SERVICE_TOTALS
 from gpuq.core.autoscaling.spec import MetricSourceType
 from gpuq.sim.serving_model import steady
 
@@ -45,27 +47,12 @@ PER_POD = (
     "cpu",
     "vllm:generation_tokens_total",
 )
-TOTAL = (
-    "vllm:num_requests_waiting",
-    "tgi_queue_size",
-    "nv_inference_pending_request_count",
-    "nv_inference_queue_duration_us",
-    "concurrency",
-    "ongoing_requests",
-    "rps",
-)
-KNOWN = PER_POD + TOTAL
+KNOWN = PER_POD + SERVICE_TOTALS
 
 
 def resolve(name: str, query: str = "") -> tuple[str, bool] | None:
-    """``(metric, per_pod)`` a metric or trigger reads; None when the simulator does not produce it."""
-    if name in KNOWN:
-        return name, name in PER_POD
-    found = [m for m in KNOWN if m in query]
-    if not found:
-        return None
-    metric = max(found, key=len)
-    return metric, query.strip().startswith("avg")
+    """``(metric, per_pod)`` a metric or KEDA trigger reads; None when the simulator does not produce it."""
+    return serving_metrics.resolve(name, query, PER_POD)
 
 
 def loads(svc: ServiceRun, now: float, step_s: float) -> dict[str, float]:

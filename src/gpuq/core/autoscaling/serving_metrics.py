@@ -152,3 +152,29 @@ def metric_spec(name: str, target: float) -> MetricSpec:
 def keda_query(name: str, selector: str = "") -> str:
     """The PromQL for a KEDA ``prometheus`` trigger on this metric, with a label selector."""
     return serving_metric(name).keda_query.format(selector=selector)
+
+
+SERVICE_TOTALS = (
+    "vllm:num_requests_waiting",
+    "tgi_queue_size",
+    "nv_inference_pending_request_count",
+    "nv_inference_queue_duration_us",
+    "concurrency",
+    "ongoing_requests",
+    "rps",
+)
+"""Metrics read as one value per service (summed over replicas, or measured in front of them), as a
+KEDA trigger or an HPA External metric sees a queue."""
+
+
+def resolve(name: str, query: str, per_pod: tuple[str, ...]) -> tuple[str, bool] | None:
+    """``(metric, per_pod)`` that a metric name or a trigger's query reads, among ``per_pod`` and
+    :data:`SERVICE_TOTALS` (the longest name a query mentions; ``avg(...)`` reads it per pod); None
+    when it names none of them."""
+    known = per_pod + SERVICE_TOTALS
+    if name in known:
+        return name, name in per_pod
+    found = [metric for metric in known if metric in query]
+    if not found:
+        return None
+    return max(found, key=len), query.strip().startswith("avg")
