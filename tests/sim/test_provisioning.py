@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from gpuq.api.scenario import Generator
+from gpuq.sim.generator import generate
+from gpuq.sim.metrics import checkpoint_metrics
 from gpuq.sim.provisioning import Provisioner
-from gpuq.sim.provisioning_report import cost_metrics
+from gpuq.sim.provisioning_report import cost_metrics, provisioning_metrics
 from gpuq.sim.scenario import ScenarioError, load_workloads, plan_scenario, prepare
 from gpuq.sim.simulator import JobStatus, SimResult
 
@@ -98,11 +101,12 @@ def run(
     checks: str = "[]",
     extra: str = "",
     quota: int = 256,
+    header: str = HEADER,
 ) -> tuple[SimResult, Provisioner]:
     (tmp_path / "cluster.yaml").write_text(
         QUEUE.format(labels=labels, checks=checks, quota=quota) + pools + extra
     )
-    (tmp_path / "trace.csv").write_text(HEADER + "\n".join(rows) + "\n")
+    (tmp_path / "trace.csv").write_text(header + "\n".join(rows) + "\n")
     (tmp_path / "scenario.yaml").write_text(
         "apiVersion: gpuq.dev/v1alpha1\nkind: Scenario\nmetadata: {name: t}\nspec:\n"
         "  config: [cluster.yaml]\n  workloads: {trace: {path: trace.csv}}\n"
@@ -391,6 +395,55 @@ def test_spot_interruption_loses_the_work_since_the_last_checkpoint(
     assert prov.counters.spot_lost_gpu_s == lost_s * 8
     saved = 1800 if checkpoint else 0
     assert job.ended == 3030 + 7200 - saved  # the replacement node joins at once (boot 0 s)
+
+
+@pytest.mark.parametrize(
+    ("name", "trace", "ended", "lost_s", "written"),
+    [
+        # 7200 s of work, a checkpoint every 1800 s of work costing 60 s: 3 checkpoints (none after
+        # the last piece), 7200 + 3 x 60 = 7380 s.
+        ("each checkpoint adds its cost to the run", "[]", 7380.0, 0, 3),
+        # Interrupted at 3030 (notice at 3000 + 30 s): one checkpoint done at 1800 + 60 = 1860, so
+        # 1800 s of work kept and 3030 - 1860 = 1170 s lost; the 5400 s left take 5400 + 2 x 60
+        # from 3030 (the replacement joins at once): 8550.
+        ("an interruption keeps the work up to the last completed checkpoint", "[{at: 3000s, node: spot-00}]",
+         8550.0, 1170, 1 + 2),
+    ],
+)  # fmt: skip
+def test_checkpoint_cost_lengthens_the_run_by_each_checkpoint_taken(
+    tmp_path: Path, name: str, trace: str, ended: float, lost_s: int, written: int
+) -> None:
+    result, prov = run(
+        tmp_path,
+        pool("spot", SPOT, "spot", 30),
+        ["job,team-a,q,0,7200,,1,8,,,,1800,60"],
+        f"{{spot: {{trace: {trace}}}}}",
+        header=HEADER.rstrip("\n") + ",checkpoint_cost_s\n",
+    )
+    job = result.runs["team-a/job"]
+    assert (job.ended, job.lost_gpu_s, job.checkpoints) == (ended, lost_s * 8, written), name
+    assert job.checkpoint_overhead_s == written * 60
+    metrics = provisioning_metrics(prov, result, 4)
+    assert metrics["spot"]["checkpoint_overhead_gpu_hours"] == written * 60 * 8 / 3600
+    assert checkpoint_metrics(list(result.runs.values())) == {
+        "written": written,
+        "overhead_gpu_hours": round(written * 60 * 8 / 3600, 6),
+        "lost_gpu_hours": round(lost_s * 8 / 3600, 6),
+    }
+
+
+def test_the_generator_reads_checkpoint_cost_beside_checkpoint_interval() -> None:
+    generator = Generator.model_validate(
+        {
+            "horizon": "1h",
+            "teams": [
+                {"namespace": "a", "queue": "q", "every": "30m", "duration": "1h"}
+                | {"checkpointInterval": "10m", "checkpointCost": "45s"}
+            ],
+        }
+    )
+    jobs = generate(generator, 1)
+    assert [(j.checkpoint_s, j.checkpoint_cost_s) for j in jobs] == [(600.0, 45.0), (600.0, 45.0)]
 
 
 def test_spot_interruptions_drawn_from_a_rate_are_seeded(tmp_path: Path) -> None:

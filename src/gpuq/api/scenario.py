@@ -95,6 +95,7 @@ class TeamArrivals(Strict):
     memory_per_pod: NonNegativeQuantity | None = None
     duration: DistributionField
     checkpoint_interval: PositiveSeconds | None = None
+    checkpoint_cost: Seconds = 0.0  # the run pauses this long for each checkpoint it writes
     gpu_model: str | None = None
     name_prefix: str | None = None
     tolerations: list[kueue.Toleration] = Field(default_factory=list)

@@ -78,6 +78,7 @@ def _team_jobs(team: TeamArrivals, horizon: float, rng: random.Random) -> list[T
                 priority=team.priority,
                 gpu_model=team.gpu_model,
                 checkpoint_s=team.checkpoint_interval,
+                checkpoint_cost_s=team.checkpoint_cost,
                 tolerations=tolerations,
             )
         )

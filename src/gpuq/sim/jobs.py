@@ -29,6 +29,7 @@ class SimJob:
     gpus: float  # GPUs of the whole workload (pods × per-pod share)
     checkpoint_s: float | None = None
     failed: bool = False
+    checkpoint_cost_s: float = 0.0  # wall seconds each checkpoint adds to the run (with an interval)
 
     @property
     def key(self) -> str:
@@ -90,7 +91,9 @@ def to_sim_jobs(
             uid=f"{job.source_line:09d}",
         )
         gpus = job.pods * job.gpu_milli / 1000
-        converted.append(SimJob(workload, job.duration_s, gpus, job.checkpoint_s, job.failed))
+        converted.append(
+            SimJob(workload, job.duration_s, gpus, job.checkpoint_s, job.failed, job.checkpoint_cost_s)
+        )
     return converted, bad
 
 

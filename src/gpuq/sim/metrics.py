@@ -126,6 +126,7 @@ def variant_metrics(
     ]
     total_cost = recorder.node_cost_rate.integral(span) / 3600 if span > 0 else 0.0
     used_cost = math.fsum(r.cost for r in runs)
+    extra = {"checkpoints": checkpoint_metrics(runs)} if any(r.job.checkpoint_cost_s for r in runs) else {}
     return {
         "name": name,
         "description": description,
@@ -150,6 +151,17 @@ def variant_metrics(
         "classes": workload_classes(runs),
         "series": series(recorder, span, bins),
         "wait_cdf": wait_cdfs(by_team, runs),
+        **extra,
+    }
+
+
+def checkpoint_metrics(runs: Sequence[JobRun]) -> dict[str, Any]:
+    """Checkpoints written, the GPU-hours their pauses took, and the GPU-hours evictions lost since
+    the last checkpoint (only in metrics when some workload has a checkpoint cost)."""
+    return {
+        "written": sum(r.checkpoints for r in runs),
+        "overhead_gpu_hours": _round(math.fsum(r.checkpoint_overhead_s * r.job.gpus for r in runs) / 3600),
+        "lost_gpu_hours": _round(math.fsum(r.lost_gpu_s for r in runs) / 3600),
     }
 
 

@@ -163,7 +163,7 @@ class QueuedProvisioning:
         self.waiting.add(now, -1)
         self.waits_s.append(now - self.first_asked[key])
         run = sim.runs[key]
-        admitted, actions = step(request, Admit(expected_runtime_s=run.remaining_s), now)
+        admitted, actions = step(request, Admit(expected_runtime_s=sim.wall_s(run)), now)
         self.requests[key] = admitted
         self.prov.note(now, "request-provisioned", key, request.message)
         if any(a.kind == "check-rejected" for a in actions):

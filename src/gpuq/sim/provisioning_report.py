@@ -58,6 +58,9 @@ def provisioning_metrics(prov: Provisioner, result: SimResult, bins: int) -> dic
             "on_demand_equivalent": _r(on_demand_equiv),
             "saved": _r(on_demand_equiv - spot_cost),
             "lost_gpu_hours": _r(c.spot_lost_gpu_s / 3600),
+            "checkpoint_overhead_gpu_hours": _r(
+                math.fsum(r.checkpoint_overhead_s * r.job.gpus for r in result.runs.values()) / 3600
+            ),
         },
         "decision_s": _r(prov.decision_s),
         "timeline": {
@@ -90,6 +93,10 @@ ROWS: tuple[tuple[str, Any], ...] = (
     (
         "spot interruptions / lost GPU-h",
         lambda p, c: f"{p['spot']['interruptions']} / {p['spot']['lost_gpu_hours']:.1f}",
+    ),
+    (
+        "checkpoint overhead GPU-h",
+        lambda p, c: f"{p['spot']['checkpoint_overhead_gpu_hours']:.1f}",
     ),
     ("spot saved vs on-demand", lambda p, c: f"{p['spot']['saved']:,.0f} {c['currency']}"),
     ("bill (idle share)", lambda p, c: f"{c['total']:,.0f} ({_share(c['idle'], c['total'])})"),

@@ -11,6 +11,11 @@ bound (plus the start-up delay) and finishes ``duration`` of work later.
 Preemption and node loss evict: the work since the workload's last checkpoint
 is lost, and it goes back to its queue (Kueue requeues evicted workloads at
 once; after a waitForPodsReady timeout it waits out Kueue's backoff first).
+
+A workload with a checkpoint interval ``I`` and a checkpoint cost ``c`` pauses ``c`` seconds
+after every ``I`` seconds of work (not after its last piece): ``R`` seconds of work take
+``R + c * (ceil(R / I) - 1)``; evicted ``t`` seconds into a run it keeps ``floor(t / (I + c)) * I``
+seconds of work and loses the rest of ``t``.
 """
 
 from __future__ import annotations
@@ -102,6 +107,8 @@ class JobRun:
     ready_timeouts: int = 0
     gpu_s: float = 0.0  # GPU-seconds held by running pods, lost work included
     lost_gpu_s: float = 0.0
+    checkpoints: int = 0  # checkpoints written (and completed)
+    checkpoint_overhead_s: float = 0.0  # wall seconds the run paused to write them
     cost: float = 0.0
     usage: Mapping[FlavorResource, int] = field(default_factory=dict)
     reason: str = ""  # the last eviction or why it never ran
@@ -484,7 +491,22 @@ class Simulation:
         if self.services is not None:
             self.services.on_ready(run, now)
         if math.isfinite(run.remaining_s):  # serving replicas run until withdrawn
-            self.queue.push(now + run.remaining_s, EventKind.FINISH, run.job.key, run.version)
+            self.queue.push(now + self.wall_s(run), EventKind.FINISH, run.job.key, run.version)
+
+    def _checkpointing(self, run: JobRun) -> tuple[float | None, float]:
+        """``(interval, cost)`` of ``run``'s checkpoints in seconds (the scenario's default interval)."""
+        return run.checkpoint_s or self.settings.checkpoint_s, run.job.checkpoint_cost_s
+
+    def _checkpoints_in(self, run: JobRun, work_s: float) -> int:
+        """Checkpoints written while doing ``work_s`` seconds of work (none after the last piece)."""
+        interval, cost = self._checkpointing(run)
+        if not interval or not cost or not math.isfinite(work_s) or work_s <= 0:
+            return 0
+        return max(math.ceil(round(work_s / interval, 9)) - 1, 0)
+
+    def wall_s(self, run: JobRun) -> float:
+        """Seconds ``run``'s remaining work takes once running, checkpoint pauses included."""
+        return run.remaining_s + self._checkpoints_in(run, run.remaining_s) * run.job.checkpoint_cost_s
 
     def _nodes_changed(self, key: str, now: float) -> None:
         if self.placer is None:
@@ -529,6 +551,9 @@ class Simulation:
         return total * held_s / 3600
 
     def _finish(self, run: JobRun, now: float) -> None:
+        written = self._checkpoints_in(run, run.remaining_s)
+        run.checkpoints += written
+        run.checkpoint_overhead_s += written * run.job.checkpoint_cost_s
         self._stop(run, now)
         run.remaining_s = 0.0
         run.status = JobStatus.FAILED if run.job.failed else JobStatus.FINISHED
@@ -538,10 +563,17 @@ class Simulation:
     def _evict(self, run: JobRun, now: float, reason: str, requeue_at: float | None = None) -> None:
         was_bound = run.bound_at is not None
         ran = self._stop(run, now)
-        checkpoint = run.checkpoint_s or self.settings.checkpoint_s
-        saved = math.floor(ran / checkpoint) * checkpoint if checkpoint else 0.0
-        run.remaining_s -= saved
-        run.lost_gpu_s += (ran - saved) * run.job.gpus
+        checkpoint, cost = self._checkpointing(run)
+        if cost and checkpoint:  # k checkpoints completed: k intervals of work kept, k pauses spent
+            written = math.floor(ran / (checkpoint + cost))
+            run.remaining_s -= written * checkpoint
+            run.lost_gpu_s += (ran - written * (checkpoint + cost)) * run.job.gpus
+            run.checkpoints += written
+            run.checkpoint_overhead_s += written * cost
+        else:
+            saved = math.floor(ran / checkpoint) * checkpoint if checkpoint else 0.0
+            run.remaining_s -= saved
+            run.lost_gpu_s += (ran - saved) * run.job.gpus
         run.evictions += 1
         if reason.startswith("Preempted"):
             run.preempted += 1

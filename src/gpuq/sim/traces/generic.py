@@ -3,8 +3,8 @@
 Columns (docs/traces.md has units and examples): ``name``, ``namespace``,
 ``queue``, ``submit_s``, ``duration_s``, ``gpus`` are required (``namespace``
 and ``queue`` not when a mapping supplies them); ``priority``, ``pods``,
-``cpu``, ``memory``, ``gpu_model``, ``checkpoint_s`` and ``status`` may be
-absent or empty. Other columns are ignored. A row that cannot become a job is
+``cpu``, ``memory``, ``gpu_model``, ``checkpoint_s``, ``checkpoint_cost_s`` and
+``status`` may be absent or empty. Other columns are ignored. A row that cannot become a job is
 a :class:`BadRow` naming its physical line and the column at fault.
 """
 
@@ -21,7 +21,7 @@ from gpuq.sim.traces.model import TraceError, TraceJob, TraceRead
 from gpuq.sim.traces.reading import Collector, RowError, column_index, open_text, read_csv, row_width, take
 
 REQUIRED = ("name", "namespace", "queue", "submit_s", "duration_s", "gpus")
-OPTIONAL = ("priority", "pods", "cpu", "memory", "gpu_model", "checkpoint_s", "status")
+OPTIONAL = ("priority", "pods", "cpu", "memory", "gpu_model", "checkpoint_s", "checkpoint_cost_s", "status")
 DEFAULT_GROUP_FIELD = "group"
 """The column a mapping file reads when it names no ``field``."""
 
@@ -93,6 +93,7 @@ def job_from_record(record: Record, line: int, grouper: Grouper | None) -> Trace
     if not gpus_text:
         raise RowError("missing gpus")
     checkpoint_text = get("checkpoint_s", "")
+    cost_text = get("checkpoint_cost_s", "")
     return TraceJob(
         name=name,
         namespace=namespace,
@@ -110,6 +111,9 @@ def job_from_record(record: Record, line: int, grouper: Grouper | None) -> Trace
         else None,
         failed=values.failed("status", get("status", "")),
         source_line=line,
+        checkpoint_cost_s=(
+            values.seconds("checkpoint_cost_s", cost_text, positive=False) if cost_text else 0.0
+        ),
     )
 
 

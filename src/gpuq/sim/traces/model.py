@@ -31,6 +31,7 @@ class TraceJob:
     failed: bool = False  # the job ends in failure after ``duration_s``
     tolerations: tuple[Toleration, ...] = ()  # e.g. to run on tainted spot nodes
     source_line: int = 0  # line in the trace file (1 = header), for messages
+    checkpoint_cost_s: float = 0.0  # the run pauses this long for each checkpoint it writes
 
 
 @dataclass(frozen=True, slots=True)
