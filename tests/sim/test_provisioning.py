@@ -102,6 +102,7 @@ def run(
     extra: str = "",
     quota: int = 256,
     header: str = HEADER,
+    settings: str = "{}",
 ) -> tuple[SimResult, Provisioner]:
     (tmp_path / "cluster.yaml").write_text(
         QUEUE.format(labels=labels, checks=checks, quota=quota) + pools + extra
@@ -110,7 +111,7 @@ def run(
     (tmp_path / "scenario.yaml").write_text(
         "apiVersion: gpuq.dev/v1alpha1\nkind: Scenario\nmetadata: {name: t}\nspec:\n"
         "  config: [cluster.yaml]\n  workloads: {trace: {path: trace.csv}}\n"
-        f"  provisioning: {provisioning}\n"
+        f"  provisioning: {provisioning}\n  settings: {settings}\n"
     )
     plan = plan_scenario([str(tmp_path / "scenario.yaml")])
     prepared = prepare(plan, plan.variants[0], load_workloads(plan))
@@ -496,3 +497,30 @@ def test_the_capacity_example_leaves_no_workload_holding_quota_without_a_node() 
         result = prepare(plan, variant, trace).simulation().run()
         left = sorted(k for k, r in result.runs.items() if r.status != JobStatus.FINISHED)
         assert left == [], variant.name
+
+
+def test_idle_alerts_per_pool_and_per_namespace(tmp_path: Path) -> None:
+    # One fixed 8-GPU node, a 4-GPU job bound at 0 that starts 40 min later (the start-up delay) and
+    # runs 1 h (2400..6000); the run ends at 6600 (the node's idle check, idleAfter 10 min).
+    result, prov = run(
+        tmp_path,
+        pool("box", "count: 1"),
+        ["a1,team-a,q,0,3600,,1,4,,,,"],
+        "{idleAlertAfter: 30m}",
+        settings="{startupDelay: 40m}",
+    )
+    assert times(result, "team-a/a1") == (2400.0, 6000.0, JobStatus.FINISHED)
+    assert result.span_s == 6600.0
+    cost = cost_metrics(prov, result)
+    # Four GPUs never allocated: free 0..6600, four alerts. The job's four: free 6000..6600, under
+    # the 30 min threshold. Unallocated: 4 x 6600 + 4 x 600 = 28800 GPU-s = 8 GPU-h.
+    assert cost["idle_alerts"]["by_pool"] == {
+        "box": {"count": 4, "idle_gpu_hours": round(4 * 6600 / 3600, 6)}
+    }
+    assert cost["idle_gpu_hours"]["unallocated_by_pool"] == {"box": 8.0}
+    # The job's GPUs allocated but unused for 2400 s (> 30 min): one alert for team-a.
+    unused = round(4 * 2400 / 3600, 6)
+    assert cost["idle_gpu_hours"]["allocated_unused_by_namespace"] == {"team-a": unused}
+    assert cost["idle_alerts"]["allocated_unused_by_namespace"] == {
+        "team-a": {"count": 1, "idle_gpu_hours": unused}
+    }

@@ -10,8 +10,11 @@ service, which is also the sum over pools.
 Idle GPU-hours come in two kinds: *provisioned but unallocated* (GPUs in service that no pod
 holds) and *allocated but unused* (GPUs held by pods that are not running yet: start-up, image
 pull, waiting for an admission check). An *idle alert* fires for each GPU left without a pod for
-``idle_alert_s`` (30 min by default) in one stretch; a node's free GPUs are tracked last in,
-first out, which is exact for the count of whole GPUs free.
+``idle_alert_s`` (30 min by default, ``spec.provisioning.idleAlertAfter``) in one stretch; a node's
+free GPUs are tracked last in, first out, which is exact for the count of whole GPUs free. Alerts
+and unallocated GPU-hours are also given per pool; a workload whose GPUs stay allocated but unused
+for ``idle_alert_s`` in one stretch raises an alert for its namespace, which also gets its
+allocated-but-unused GPU-hours.
 """
 
 from __future__ import annotations
@@ -38,9 +41,15 @@ class CostTracker:
         self.alerts = 0
         self.alerted_idle_gpu_s = 0.0
         self.longest_idle_s = 0.0
+        self.pool_of: dict[str, str] = {}  # node -> pool ("" unmanaged), kept after it goes down
+        self.unallocated_gpu_s: dict[str, float] = {}  # pool -> free GPU-seconds of its nodes
+        self.pool_alerts: dict[str, list[float]] = {}  # pool -> [alerts, alerted GPU-seconds]
+        self.unused_gpu_s: dict[str, float] = {}  # namespace -> allocated-but-unused GPU-seconds
+        self.team_alerts: dict[str, list[float]] = {}  # namespace -> [alerts, alerted GPU-seconds]
 
     def node_up(self, now: float, name: str, pool: str, price: float) -> None:
         self.up[name] = (now, pool, price)
+        self.pool_of[name] = pool
 
     def node_down(self, now: float, name: str) -> None:
         since, pool, price = self.up.pop(name)
@@ -56,13 +65,17 @@ class CostTracker:
         while len(stack) < free:
             stack.append(now)
         while len(stack) > free:
-            self._ended(now - stack.pop())
+            self._ended(now - stack.pop(), self.pool_of.get(name, ""))
 
-    def _ended(self, idle_s: float) -> None:
+    def _ended(self, idle_s: float, pool: str) -> None:
         self.longest_idle_s = max(self.longest_idle_s, idle_s)
+        self.unallocated_gpu_s[pool] = self.unallocated_gpu_s.get(pool, 0.0) + idle_s
         if idle_s >= self.idle_alert_s:
             self.alerts += 1
             self.alerted_idle_gpu_s += idle_s
+            tally = self.pool_alerts.setdefault(pool, [0, 0.0])
+            tally[0] += 1
+            tally[1] += idle_s
 
     def run_stopped(self, run: JobRun, now: float) -> None:
         """GPU time ``run`` held without running (bound, not started) since it was last bound."""
@@ -70,7 +83,14 @@ class CostTracker:
             return
         held = now - run.bound_at
         ran = now - run.started_at if run.started_at is not None else 0.0
-        self.allocated_unused_gpu_s += max(held - ran, 0.0) * run.job.gpus
+        unused_s = max(held - ran, 0.0)
+        team = run.job.team
+        self.allocated_unused_gpu_s += unused_s * run.job.gpus
+        self.unused_gpu_s[team] = self.unused_gpu_s.get(team, 0.0) + unused_s * run.job.gpus
+        if unused_s >= self.idle_alert_s and run.job.gpus > 0:
+            tally = self.team_alerts.setdefault(team, [0, 0.0])
+            tally[0] += 1
+            tally[1] += unused_s * run.job.gpus
 
     def close(self, end: float) -> None:
         for name in sorted(self.up):
@@ -116,13 +136,27 @@ def cost_section(
         "idle_gpu_hours": {
             "provisioned_unallocated": _r(max(capacity_s - allocated_s, 0.0) / 3600),
             "allocated_unused": _r(tracker.allocated_unused_gpu_s / 3600),
+            "unallocated_by_pool": {
+                k or "unmanaged": _r(v / 3600) for k, v in sorted(tracker.unallocated_gpu_s.items())
+            },
+            "allocated_unused_by_namespace": {
+                k: _r(v / 3600) for k, v in sorted(tracker.unused_gpu_s.items())
+            },
         },
         "idle_alerts": {
             "threshold_s": _r(tracker.idle_alert_s),
             "count": tracker.alerts,
             "idle_gpu_hours": _r(tracker.alerted_idle_gpu_s / 3600),
             "longest_idle_s": _r(tracker.longest_idle_s),
+            "by_pool": _tallies(tracker.pool_alerts, "unmanaged"),
+            "allocated_unused_by_namespace": _tallies(tracker.team_alerts),
         },
+    }
+
+
+def _tallies(tallies: Mapping[str, list[float]], blank: str = "") -> dict[str, dict[str, float]]:
+    return {
+        k or blank: {"count": int(n), "idle_gpu_hours": _r(s / 3600)} for k, (n, s) in sorted(tallies.items())
     }
 
 
