@@ -16,6 +16,7 @@ from gpuq.sim.generator import generate
 from gpuq.sim.metrics import checkpoint_metrics
 from gpuq.sim.provisioning import Provisioner
 from gpuq.sim.provisioning_report import cost_metrics, provisioning_metrics
+from gpuq.sim.report import render_report
 from gpuq.sim.scenario import ScenarioError, load_workloads, plan_scenario, prepare
 from gpuq.sim.simulator import JobStatus, SimResult
 
@@ -524,3 +525,24 @@ def test_idle_alerts_per_pool_and_per_namespace(tmp_path: Path) -> None:
     assert cost["idle_alerts"]["allocated_unused_by_namespace"] == {
         "team-a": {"count": 1, "idle_gpu_hours": unused}
     }
+
+
+def test_the_report_shows_cost_and_a_provisioning_timeline_only_with_provisioning(tmp_path: Path) -> None:
+    result, prov = run(
+        tmp_path,
+        pool("spot", SPOT, "spot", 30),
+        ["job,team-a,q,0,7200,,1,8,,,,1800"],
+        "{spot: {trace: [{at: 3000s, node: spot-00}]}}",
+    )
+    timeline = provisioning_metrics(prov, result, 8)
+    # Ends at 9030 (finish at 8430, the node's idle check 600 s later): bins of 1128.75 s, the
+    # interruption at 3030 s in the third.
+    assert result.span_s == 9030.0
+    assert timeline["timeline"]["spot_interruptions"] == [0, 0, 1, 0, 0, 0, 0, 0]
+    variant = {"name": "spot", "provisioning": timeline, "cost_attribution": cost_metrics(prov, result)}
+    page = render_report({"variants": [variant]})
+    assert '<section id="cost">' in page and '<section id="provisioning">' in page
+    assert 'id="fig-provisioning"' in page and "spot interruptions" in page
+    assert "<td>team-a</td>" in page  # the bill per namespace
+    plain = render_report({"variants": [{"name": "spot"}]})
+    assert '<section id="cost">' not in plain and '<section id="provisioning">' not in plain

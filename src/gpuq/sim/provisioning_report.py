@@ -3,7 +3,8 @@
 ``provisioning``: counts (scale-ups, nodes added, scale-downs, consolidations, fallbacks,
 migrations, ProvisioningRequests and their waits, spot notices and interruptions), spot money
 saved against the GPU-hours interruptions lost, and a timeline (nodes in service per pool and per
-capacity type, requests waiting, per bin). ``cost_attribution``: :func:`gpuq.sim.cost.cost_section`.
+capacity type, requests waiting, fallbacks and spot interruptions, per bin).
+``cost_attribution``: :func:`gpuq.sim.cost.cost_section`.
 """
 
 from __future__ import annotations
@@ -70,10 +71,21 @@ def provisioning_metrics(prov: Provisioner, result: SimResult, bins: int) -> dic
                 k: _rs(binned(s, span, bins)) for k, s in sorted(prov.capacity_series.items())
             },
             "requests_waiting": _rs(binned(q.waiting, span, bins)),
+            "fallbacks": _counted(prov, "fallback", width, bins),
+            "spot_interruptions": _counted(prov, "spot-interrupt", width, bins),
         },
         "log": [list(e) for e in prov.log[:LOG_SHOWN]],
         "log_entries": len(prov.log),
     }
+
+
+def _counted(prov: Provisioner, kind: str, width: float, bins: int) -> list[int]:
+    """How many log entries of ``kind`` fall in each bin (the last bin takes the end instant)."""
+    counts = [0] * bins
+    for at, logged, _subject, _detail in prov.log:
+        if logged == kind and bins:
+            counts[min(int(at / width), bins - 1)] += 1
+    return counts
 
 
 def cost_metrics(prov: Provisioner, result: SimResult) -> dict[str, Any]:

@@ -425,6 +425,18 @@ def _empty(text: str) -> str:
     return f'<p class="empty">{escape(text)}</p>'
 
 
+def _cost_tables(variants: Sequence[Metrics]) -> str:
+    from gpuq.sim.provisioning_html import cost_tables  # it builds on this module's helpers
+
+    return cost_tables(variants)
+
+
+def _provisioning_figure(variants: Sequence[Metrics]) -> str:
+    from gpuq.sim.provisioning_html import timeline_figure
+
+    return timeline_figure(variants)
+
+
 # (id, heading, contents link, renderer): the page's sections in order.
 _SECTIONS: tuple[tuple[str, str, str, Callable[[Sequence[Metrics]], str]], ...] = (
     ("summary", "Summary", "Summary", _summary_table),
@@ -435,15 +447,20 @@ _SECTIONS: tuple[tuple[str, str, str, Callable[[Sequence[Metrics]], str]], ...] 
     ("queues", "Queues and GPUs held per team", "Queues", _queues_figure),
     ("waits", "Wait distributions", "Waits", _waits_figure),
     ("serving", "Serving: per service", "Serving", services_table),
+    ("cost", "Cost, idle capacity and spot", "Cost", _cost_tables),
+    ("provisioning", "Provisioning timeline", "Provisioning", _provisioning_figure),
 )
+_SHOWN_WHEN = {"serving": "serving", "cost": "cost_attribution", "provisioning": "provisioning"}
+"""Sections shown only when some variant's metrics carry this key (other reports stay as they were)."""
 
 
 def _sections(
     variants: Sequence[Metrics],
 ) -> tuple[tuple[str, str, str, Callable[[Sequence[Metrics]], str]], ...]:
-    """The sections shown: the serving one only when a variant has services."""
-    serving = any(v.get("serving") for v in variants)
-    return tuple(s for s in _SECTIONS if s[0] != "serving" or serving)
+    """The sections shown: serving, cost and provisioning only when a variant has them."""
+    return tuple(
+        s for s in _SECTIONS if s[0] not in _SHOWN_WHEN or any(v.get(_SHOWN_WHEN[s[0]]) for v in variants)
+    )
 
 
 def _document(metrics: Metrics, variants: Sequence[Metrics], body: str) -> str:
