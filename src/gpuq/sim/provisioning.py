@@ -51,7 +51,6 @@ from gpuq.sim.series import StepSeries
 from gpuq.sim.simulator import JobRun, JobStatus, Simulation
 
 CLASS_LABEL = "cloud.google.com/compute-class"
-_BUSY = (PodInfo("busy"),)
 _BACKGROUND = frozenset({"notice", "interrupt", "trace", "stock"})
 _ACTIVE = (JobStatus.PENDING, JobStatus.ADMITTED, JobStatus.RUNNING)
 
@@ -417,17 +416,13 @@ class Provisioner:
         if not self.setup.autoscaling or now - self.idle_since[name] < pool.spec.idle_after_s:
             return
         started = time.perf_counter()
-        states = [
-            NodeState(
-                n,
-                pool.spec.name,
-                idle_since=self.idle_since.get(n),
-                pods=() if n in self.idle_since else _BUSY,
-            )
-            for n in pool.nodes
-            if n not in sim.down and n not in self.reserved_nodes
+        serving = [n for n in pool.nodes if n not in sim.down and n not in self.reserved_nodes]
+        idle = [  # only the idle nodes are candidates; the pool's size bounds how many may go
+            NodeState(n, pool.spec.name, idle_since=self.idle_since[n])
+            for n in serving
+            if n in self.idle_since
         ]
-        plan = plan_scale_down(states, [pool.spec], now)
+        plan = plan_scale_down(idle, [pool.spec], now, {pool.spec.name: (len(serving), 0)})
         self.decision_s += time.perf_counter() - started
         for down in plan:
             self.counters.scale_downs += 1

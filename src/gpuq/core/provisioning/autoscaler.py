@@ -209,15 +209,26 @@ class ScaleDown:
 
 
 def plan_scale_down(
-    nodes: Sequence[NodeState], pools: Sequence[PoolSpec], now: float
+    nodes: Sequence[NodeState],
+    pools: Sequence[PoolSpec],
+    now: float,
+    sizes: Mapping[str, tuple[int, int]] | None = None,
 ) -> tuple[ScaleDown, ...]:
     """Idle nodes to remove: empty for ``idle_after_s`` or longer, oldest idle first
-    (key ``(idle_since, name)``), never below ``min_nodes``, within the disruption budgets."""
+    (key ``(idle_since, name)``), never below ``min_nodes``, within the disruption budgets.
+
+    ``sizes`` (pool -> nodes, nodes being deleted) lets a caller pass only the idle nodes instead
+    of every node of a large pool."""
     out: list[ScaleDown] = []
     for pool in sorted(pools, key=lambda p: p.name):
         mine = [n for n in nodes if n.pool == pool.name]
         if not pool.scale_down_enabled:
             continue
+        size, deleting = (
+            sizes[pool.name]
+            if sizes is not None and pool.name in sizes
+            else (len(mine), sum(n.deleting for n in mine))
+        )
         idle = sorted(
             (
                 n
@@ -226,13 +237,13 @@ def plan_scale_down(
             ),
             key=lambda n: (n.idle_since, n.name),
         )
-        above_min = len(mine) - pool.min_nodes
-        budget = allowed_disruptions(pool.disruption, len(mine), sum(n.deleting for n in mine), "Empty", now)
+        above_min = size - pool.min_nodes
+        budget = allowed_disruptions(pool.disruption, size, deleting, "Empty", now)
         for node in idle[: max(min(above_min, budget), 0)]:
             idle_s = now - (node.idle_since or now)
             reason = (
                 f"{node.name} idle for {idle_s:.0f}s >= idleAfter {pool.idle_after_s:.0f}s: remove "
-                f"({len(mine)} nodes, min {pool.min_nodes})"
+                f"({size} nodes, min {pool.min_nodes})"
             )
             out.append(ScaleDown(pool.name, node.name, reason))
     return tuple(out)
