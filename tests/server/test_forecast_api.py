@@ -223,7 +223,7 @@ def running(end: float | None) -> dict[str, Any]:
         ("Pending", pending(NOW + 720, NOW + 720, NOW + 720), "in 12m"),
         ("Pending", pending(NOW + 60, NOW + 60, None), "in 1m (1m–?)"),
         ("Pending", pending(NOW - 5), "now"),
-        ("Pending", {**pending(NOW + 10800, NOW + 10800, NOW + 10800), "method": "queue model"}, "≈ in 3h00m"),
+        ("Pending", {**pending(NOW + 10800, NOW + 10800), "method": "queue model"}, "≈ in 3h00m (3h00m–?)"),
         ("Running", running(NOW + 7500), "ends in 2h05m"),
         ("Running", running(None), "—"),
     ],

@@ -31,9 +31,8 @@ from typing import Any, TextIO
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from gpuq.api import convert, kueue, machine_checks, nodes_convert, references, validation
+from gpuq.api import convert, kueue, machine_checks, nodes_convert, references, serving, validation
 from gpuq.api import scenario as _scenario  # noqa: F401  (registers the Scenario kind)
-from gpuq.api import serving
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, ManifestError, sort_diagnostics
 from gpuq.api.fields import unknown_fields, unknown_raw_fields
 from gpuq.api.names import dns_subdomain_problem

@@ -59,4 +59,3 @@ def vet_preemptions(
     kept = tuple(p for p in result.preempted if p.by not in blocked)
     waiting = tuple(Pending(by, "Pending", why, queue_of(by)) for by, why in sorted(blocked.items()))
     return dataclasses.replace(result, preempted=kept, pending=result.pending + waiting)
-
