@@ -272,7 +272,7 @@ def _continue(simulation: Simulation, settings: ForecastSettings) -> dict[str, O
     placer = simulation.placer
     if placer is not None:
         for name, node in placer.nodes.items():
-            if name not in simulation.down:
+            if not simulation.is_down(name):
                 for resource, amount in node.node.allocatable.items():
                     capacity[resource] = capacity.get(resource, 0) + amount
     modelled = continue_queue(

@@ -129,14 +129,14 @@ class Provisioner:
             self.pools[spec.name] = PoolFacts(
                 spec, names, dict(node.labels), node.taints, node.gpu_count, node.labels.get(CLASS_LABEL)
             )
-            self.free[spec.name] = [(i, n) for i, n in enumerate(names) if n in sim.down]
+            self.free[spec.name] = [(i, n) for i, n in enumerate(names) if sim.is_down(n)]
             self.held[spec.name] = len(names) - len(self.free[spec.name])
             for name in names:
                 self.pool_of[name] = spec.name
                 self.epoch[name] = 0
         sim.recorder.watch = self._watch
         for name in sorted(sim.placer.nodes):
-            if name not in sim.down:
+            if not sim.is_down(name):
                 self._came_up(name, 0.0, sim.prices.get(name, 0.0))
                 self._watch(0.0, name, sim.placer.nodes[name])
         for step in sorted({s.from_s for s in self.setup.stock if s.from_s > 0}):
@@ -326,7 +326,7 @@ class Provisioner:
         self._said.discard(key)
         old = self.migrating.pop(key, None)
         for name in old or ():
-            if name not in sim.down:
+            if not sim.is_down(name):
                 self.note(now, "migrate", name, f"drained: {key} moved to its better rule")
                 self._remove(name, now, sim, f"ComputeClass migration: node {name} drained")
 
@@ -347,7 +347,7 @@ class Provisioner:
 
     def release(self, names: list[str], now: float, sim: Simulation, reason: str) -> None:
         for name in names:
-            if name in sim.down:  # reserved, never came: back to the spares
+            if sim.is_down(name):  # reserved, never came: back to the spares
                 self.epoch[name] += 1
                 pool = self.pool_of[name]
                 bisect.insort(self.free[pool], (self.pools[pool].nodes.index(name), name))
@@ -416,7 +416,7 @@ class Provisioner:
         if not self.setup.autoscaling or now - self.idle_since[name] < pool.spec.idle_after_s:
             return
         started = time.perf_counter()
-        serving = [n for n in pool.nodes if n not in sim.down and n not in self.reserved_nodes]
+        serving = [n for n in pool.nodes if not sim.is_down(n) and n not in self.reserved_nodes]
         idle = [  # only the idle nodes are candidates; the pool's size bounds how many may go
             NodeState(n, pool.spec.name, idle_since=self.idle_since[n])
             for n in serving
@@ -439,7 +439,7 @@ class Provisioner:
         states = [
             self._node_state(n, pool, sim)
             for n in pool.nodes
-            if n not in sim.down and n not in self.reserved_nodes
+            if not sim.is_down(n) and n not in self.reserved_nodes
         ]
         plan = plan_consolidation(states, {pool_name: pool.spec.disruption}, self._pdbs(sim), now)
         self.decision_s += time.perf_counter() - started
@@ -520,14 +520,14 @@ class Provisioner:
 
     # -------------------------------------------------------------------- spot
     def _on_notice(self, name: str, token: int, now: float, sim: Simulation) -> None:
-        if token != self.epoch[name] or name in sim.down:
+        if token != self.epoch[name] or sim.is_down(name):
             return
         self.counters.spot_notices += 1
         self.note(now, "spot-notice", name, f"preemption notice: node leaves in {self.setup.notice_s:.0f}s")
         self.push(now + self.setup.notice_s, "interrupt", name, token)
 
     def _on_interrupt(self, name: str, token: int, now: float, sim: Simulation) -> None:
-        if token != self.epoch[name] or name in sim.down:
+        if token != self.epoch[name] or sim.is_down(name):
             return
         assert sim.placer is not None
         holders = sorted({pod.rsplit("/", 1)[0] for pod in sim.placer.nodes[name].bound})
@@ -554,7 +554,7 @@ class Provisioner:
             names = [item.node]
         else:
             facts = self.pools.get(item.pool or "")
-            names = [n for n in (facts.nodes if facts else ()) if n not in sim.down][: item.count]
+            names = [n for n in (facts.nodes if facts else ()) if not sim.is_down(n)][: item.count]
         for name in names:
             if name in self.epoch:
                 self._on_notice(name, self.epoch[name], now, sim)

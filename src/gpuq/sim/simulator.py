@@ -301,6 +301,10 @@ class Simulation:
         """Nodes out of service now."""
         return frozenset(self._down)
 
+    def is_down(self, node: str) -> bool:
+        """Whether ``node`` is out of service now (without copying :attr:`down`)."""
+        return node in self._down
+
     def _probe(self, until: float) -> None:
         """Show the state to every probe due at or before ``until`` (the next instant)."""
         assert self._on_probe is not None
