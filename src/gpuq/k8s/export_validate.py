@@ -1,10 +1,11 @@
 """Every exported object checked before anything is written.
 
-Core kinds (``v1``, ``batch/v1``, ``networking.k8s.io/v1``, ``rbac.authorization.k8s.io/v1``,
-``scheduling.k8s.io/v1``) are validated against the Kubernetes OpenAPI schemas that
-the ``kubernetes-validate`` package bundles, in strict mode (unknown fields are
-errors), for the newest bundled Kubernetes version not newer than the one asked
-for. Every other kind is checked by :mod:`gpuq.k8s.schemas`. A kind with neither
+Core kinds (``v1``, ``batch/v1``, ``apps/v1``, ``autoscaling/v2``, ``policy/v1``,
+``networking.k8s.io/v1``, ``rbac.authorization.k8s.io/v1``, ``scheduling.k8s.io/v1``) are
+validated against the Kubernetes OpenAPI schemas that the ``kubernetes-validate``
+package bundles, in strict mode (unknown fields are errors), for the newest bundled
+Kubernetes version not newer than the one asked for. Every other kind is checked
+by :mod:`gpuq.k8s.schemas`. A kind with neither
 is an error too: nothing unchecked is written.
 """
 
@@ -24,7 +25,16 @@ from kubernetes_validate import utils as kv  # type: ignore[import-untyped]
 from gpuq.k8s import schemas
 
 CORE_API_VERSIONS = frozenset(
-    {"v1", "batch/v1", "networking.k8s.io/v1", "rbac.authorization.k8s.io/v1", "scheduling.k8s.io/v1"}
+    {
+        "v1",
+        "batch/v1",
+        "apps/v1",
+        "autoscaling/v2",
+        "policy/v1",
+        "networking.k8s.io/v1",
+        "rbac.authorization.k8s.io/v1",
+        "scheduling.k8s.io/v1",
+    }
 )
 
 

@@ -1,13 +1,15 @@
 """Field checks for the exported kinds that the Kubernetes OpenAPI schemas do not cover.
 
-Kueue, Karpenter, GKE's ComputeClass, the Prometheus operator's PrometheusRule and
-the workload projects (JobSet, Kubeflow, KubeRay) publish their APIs as CRDs, not
+Kueue, Karpenter, GKE's ComputeClass, the Prometheus operator's PrometheusRule,
+the workload projects (JobSet, Kubeflow, KubeRay) and the serving ones (KEDA,
+KServe, KubeRay's RayService) publish their APIs as CRDs, not
 in the core schemas ``kubernetes-validate`` bundles. Each is described here by a
 small :class:`Field` tree written from the project's documented Go types: the keys
 it allows, the ones it requires, their types and enum values. :func:`check_object`
 returns every problem as ``(field.path, message)``; an empty list means the object
 passes. Pod templates inside workload sources are left open (their containers are
-checked by Kubernetes when the pods are created).
+checked by Kubernetes when the pods are created), and so is a KServe predictor (a
+PodSpec inlined beside KServe's own fields, which are checked).
 """
 
 from __future__ import annotations
@@ -421,6 +423,113 @@ RAY_JOB_SPEC = obj(
 )
 
 
+# --- serving (KEDA keda.sh/v1alpha1, KServe serving.kserve.io/v1beta1, KubeRay ray.io/v1) ----------
+
+KEDA_TRIGGER = obj(
+    {
+        "type": STR,
+        "name": STR,
+        "metadata": map_of(STR),
+        "authenticationRef": obj({"name": STR, "kind": STR}, ("name",)),
+        "metricType": string("AverageValue", "Value", "Utilization"),
+        "useCachedMetrics": BOOL,
+    },
+    ("type", "metadata"),
+)
+SCALED_OBJECT_SPEC = obj(
+    {
+        "scaleTargetRef": obj(
+            {"name": STR, "apiVersion": STR, "kind": STR, "envSourceContainerName": STR}, ("name",)
+        ),
+        "pollingInterval": INT,
+        "initialCooldownPeriod": INT,
+        "cooldownPeriod": INT,
+        "idleReplicaCount": INT,
+        "minReplicaCount": INT,
+        "maxReplicaCount": INT,
+        "advanced": obj(
+            {
+                "horizontalPodAutoscalerConfig": obj({"name": STR, "behavior": OPEN}),
+                "restoreToOriginalReplicaCount": BOOL,
+                "scalingModifiers": obj(
+                    {
+                        "formula": STR,
+                        "target": STR,
+                        "activationTarget": STR,
+                        "metricType": string("AverageValue", "Value"),
+                    }
+                ),
+            }
+        ),
+        "triggers": arr(KEDA_TRIGGER),
+        "fallback": obj(
+            {
+                "failureThreshold": INT,
+                "replicas": INT,
+                "behavior": string(
+                    "static", "currentReplicas", "currentReplicasIfHigher", "currentReplicasIfLower"
+                ),
+            },
+            ("failureThreshold", "replicas"),
+        ),
+    },
+    ("scaleTargetRef", "triggers"),
+)
+KSERVE_COMPONENT: dict[str, Field] = {
+    "minReplicas": INT,
+    "maxReplicas": INT,
+    "scaleTarget": INT,
+    "scaleMetric": string("cpu", "memory", "concurrency", "rps"),
+    "scaleMetricType": string("Utilization", "AverageValue"),
+    "containerConcurrency": INT,
+    "timeout": INT,
+    "canaryTrafficPercent": INT,
+    "logger": OPEN,
+    "batcher": OPEN,
+    "labels": LABELS,
+    "annotations": LABELS,
+    "deploymentStrategy": OPEN,
+    "autoScaling": OPEN,
+}
+KSERVE_MODEL = obj(
+    {
+        "modelFormat": obj({"name": STR, "version": STR}, ("name",)),
+        "runtime": STR,
+        "storageUri": STR,
+        "protocolVersion": STR,
+        "resources": obj({"requests": map_of(QUANTITY), "limits": map_of(QUANTITY)}, open=True),
+    },
+    ("modelFormat",),
+    open=True,
+)
+INFERENCE_SERVICE_SPEC = obj(
+    {
+        "predictor": obj({**KSERVE_COMPONENT, "model": KSERVE_MODEL, "containers": arr(OPEN)}, open=True),
+        "explainer": OPEN,
+        "transformer": OPEN,
+    },
+    ("predictor",),
+)
+RAY_SERVICE_SPEC = obj(
+    {
+        "rayClusterConfig": RAY_CLUSTER_SPEC,
+        "serveConfigV2": STR,
+        "rayClusterDeletionDelaySeconds": INT,
+        "serviceUnhealthySecondThreshold": INT,
+        "deploymentUnhealthySecondThreshold": INT,
+        "serveService": OPEN,
+        "upgradeStrategy": obj(
+            {
+                "type": string("NewCluster", "None", "NewClusterWithIncrementalUpgrade"),
+                "clusterUpgradeOptions": OPEN,
+            }
+        ),
+        "excludeHeadPodFromServeSvc": BOOL,
+    },
+    ("rayClusterConfig",),
+)
+
+
 def schemas(kueue_version: str = "v1beta1") -> dict[tuple[str, str], Field]:
     """(apiVersion, kind) -> whole-object field tree, for every non-core kind the export writes."""
     return {
@@ -432,6 +541,9 @@ def schemas(kueue_version: str = "v1beta1") -> dict[tuple[str, str], Field]:
         ("kubeflow.org/v1", "PyTorchJob"): envelope(PYTORCH_JOB_SPEC, open_meta=True),
         ("ray.io/v1", "RayJob"): envelope(RAY_JOB_SPEC, open_meta=True),
         ("ray.io/v1", "RayCluster"): envelope(RAY_CLUSTER_SPEC, open_meta=True),
+        ("keda.sh/v1alpha1", "ScaledObject"): envelope(SCALED_OBJECT_SPEC, open_meta=True),
+        ("serving.kserve.io/v1beta1", "InferenceService"): envelope(INFERENCE_SERVICE_SPEC, open_meta=True),
+        ("ray.io/v1", "RayService"): envelope(RAY_SERVICE_SPEC, open_meta=True),
     }
 
 
