@@ -9,10 +9,12 @@ import pytest
 import yaml
 
 from gpuq.api.loader import LoadResult, load
+from gpuq.api.serving import ServiceSpec, build_services
 from gpuq.commands.export import alert_rules
 from gpuq.core.model import ClusterConfig
 from gpuq.k8s.export import build_export, check_export, write_export
 from gpuq.k8s.export_common import MANAGED_BY, ExportOptions
+from gpuq.k8s.manifests_originals import QUEUE_LABEL
 from gpuq.k8s.manifests_tenancy import NAME_LABEL, pss_labels, team_namespaces
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,8 +35,27 @@ def configuration_of(source: str) -> list[str]:
     return [source]
 
 
-def export_and_reload(source: str, directory: Path, options: ExportOptions) -> tuple[LoadResult, LoadResult]:
-    original = load(configuration_of(source))
+def serving_variants(source: str) -> list[list[str]]:
+    """The extra files of each Scenario variant that adds configuration (a serving example's autoscalers)."""
+    scenario = Path(source) / "scenario.yaml"
+    if not scenario.is_file():
+        return []
+    variants = yaml.safe_load(scenario.read_text()).get("spec", {}).get("variants") or []
+    return [[str(Path(source) / f) for f in v["extraConfig"]] for v in variants if v.get("extraConfig")]
+
+
+SERVING_VARIANTS = [
+    (example, extra)
+    for example in EXAMPLES
+    if serving_variants(example)
+    for extra in [[], *serving_variants(example)]
+]
+
+
+def export_and_reload(
+    source: str, directory: Path, options: ExportOptions, extra: list[str] | None = None
+) -> tuple[LoadResult, LoadResult]:
+    original = load([*configuration_of(source), *(extra or [])])
     assert original.config is not None, [str(d) for d in original.errors]
     exported = build_export(original, options, alert_rules())
     check_export(exported, options)
@@ -50,6 +71,20 @@ def expected_namespace_labels(
     for name in teams:
         out[name] = {**out.get(name, {NAME_LABEL: name}), **MANAGED_BY, **pss_labels(level)}
     return out
+
+
+def services(result: LoadResult) -> dict[str, ServiceSpec]:
+    """The services of a configuration, comparable across an export: ``source`` (path:line) differs by
+    construction, and the export adds the queue label to the pod template where Kueue's webhooks put
+    it on the cluster anyway, so the pod labels are compared without it."""
+    found, problems = build_services(result.manifests)
+    assert [p for p in problems if p.severity == "error"] == []
+    return {
+        s.key: dataclasses.replace(
+            s, source="", labels={k: v for k, v in s.labels.items() if k != QUEUE_LABEL}
+        )
+        for s in found
+    }
 
 
 @pytest.mark.parametrize("provisioner", ["gke", "karpenter"])
@@ -69,6 +104,33 @@ def test_example_round_trips_through_an_export(example: str, provisioner: str, t
     assert {w.key: w for w in reloaded.workloads} == {w.key: w for w in original.workloads}
     assert reloaded.nodes == original.nodes
     assert reloaded.node_pools == original.node_pools
+    assert services(reloaded) == services(original)
+
+
+@pytest.mark.parametrize(
+    ("example", "extra"),
+    SERVING_VARIANTS,
+    ids=[f"{Path(e).name}+{'+'.join(Path(f).stem for f in x) or 'base'}" for e, x in SERVING_VARIANTS],
+)
+def test_serving_services_and_their_autoscalers_round_trip_through_an_export(
+    example: str, extra: list[str], tmp_path: Path
+) -> None:
+    original, reloaded = export_and_reload(example, tmp_path, ExportOptions(), extra)
+    assert reloaded.errors == (), [str(d) for d in reloaded.errors]
+    assert services(reloaded) == services(original)
+    for service in build_services(reloaded.manifests)[0]:
+        if service.queue_name and service.kind in ("Deployment", "StatefulSet"):
+            assert service.labels[QUEUE_LABEL] == service.queue_name, service.key
+
+
+def test_the_serving_example_offers_an_hpa_and_a_keda_variant_to_round_trip() -> None:
+    serving = str(ROOT / "examples" / "serving")
+    assert sorted(Path(f).name for extra in serving_variants(serving) for f in extra) == [
+        "hpa.yaml",
+        "keda.yaml",
+    ]
+    original = load(configuration_of(serving))
+    assert {s.key for s in services(original).values()} == {"serving/chat", "serving/embed"}
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: Path(p).name)
