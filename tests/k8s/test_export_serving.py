@@ -1,0 +1,332 @@
+"""Serving objects in the export: written as the user wrote them, labelled with their queue where
+Kueue reads it, and checked (Kubernetes' schemas for apps, autoscaling and policy; field checks for
+KEDA, KServe and RayService) before anything is written."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gpuq.api.loader import LoadResult, load
+from gpuq.cli import app
+from gpuq.commands.export import alert_rules
+from gpuq.k8s import export as k8s_export
+from gpuq.k8s import schemas
+from gpuq.k8s.export import Export, build_export, check_export
+from gpuq.k8s.export_common import ExportOptions
+from gpuq.k8s.export_validate import check_objects
+
+Q = "kueue.x-k8s.io/queue-name"
+CONFIG = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: gpu}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: inference}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: gpu
+      resources:
+      - {name: cpu, nominalQuota: 200}
+      - {name: memory, nominalQuota: 2000Gi}
+      - {name: nvidia.com/gpu, nominalQuota: 16}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: inference, namespace: serve}
+spec: {clusterQueue: inference}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: chat, namespace: serve, labels: {kueue.x-k8s.io/queue-name: inference}, resourceVersion: "7"}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: chat}}
+  template:
+    metadata: {labels: {app: chat}}
+    spec:
+      containers:
+      - name: server
+        image: vllm/vllm-openai:v0.11.0
+        resources: {requests: {cpu: "4", memory: 16Gi, nvidia.com/gpu: "1"}}
+status: {replicas: 2}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: cache, namespace: serve}
+spec:
+  serviceName: cache
+  replicas: 1
+  selector: {matchLabels: {app: cache}}
+  template:
+    metadata: {labels: {app: cache, kueue.x-k8s.io/queue-name: inference}}
+    spec:
+      containers:
+      - name: server
+        image: vllm/vllm-openai:v0.11.0
+        resources: {requests: {cpu: "2", memory: 8Gi, nvidia.com/gpu: "1"}}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: cache, namespace: serve}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: StatefulSet, name: cache}
+  minReplicas: 1
+  maxReplicas: 3
+  metrics:
+  - type: Resource
+    resource: {name: cpu, target: {type: Utilization, averageUtilization: 70}}
+---
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {name: chat, namespace: serve}
+spec:
+  scaleTargetRef: {name: chat}
+  minReplicaCount: 1
+  maxReplicaCount: 6
+  triggers:
+  - type: prometheus
+    metadata:
+      serverAddress: http://prometheus:9090
+      query: sum(vllm:num_requests_waiting)
+      threshold: "10"
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: chat, namespace: serve}
+spec: {minAvailable: 1, selector: {matchLabels: {app: chat}}}
+---
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata: {name: llm, namespace: serve, labels: {kueue.x-k8s.io/queue-name: inference}}
+spec:
+  predictor:
+    minReplicas: 1
+    maxReplicas: 4
+    model:
+      modelFormat: {name: huggingface}
+      storageUri: hf://meta-llama/Llama-3.1-8B-Instruct
+      resources: {requests: {cpu: "8", memory: 64Gi, nvidia.com/gpu: "1"}}
+---
+apiVersion: ray.io/v1
+kind: RayService
+metadata: {name: rs, namespace: serve}
+spec:
+  serveConfigV2: |
+    applications:
+    - name: llm
+      import_path: app:build
+      deployments:
+      - {name: VLLM, num_replicas: 1}
+  rayClusterConfig:
+    headGroupSpec:
+      rayStartParams: {}
+      template: {spec: {containers: [{name: head, image: rayproject/ray:2.46.0}]}}
+    workerGroupSpecs:
+    - groupName: gpu
+      replicas: 1
+      template:
+        metadata: {labels: {kueue.x-k8s.io/queue-name: inference}}
+        spec:
+          containers:
+          - name: worker
+            image: rayproject/ray:2.46.0
+            resources: {requests: {cpu: "8", memory: 32Gi, nvidia.com/gpu: "1"}}
+"""
+
+
+@pytest.fixture(scope="module")
+def config_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("serving") / "serving.yaml"
+    path.write_text(CONFIG)
+    return path
+
+
+@pytest.fixture(scope="module")
+def loaded(config_path: Path) -> LoadResult:
+    result = load([str(config_path)])
+    assert result.config is not None, [str(d) for d in result.errors]
+    return result
+
+
+@pytest.fixture(scope="module")
+def exported(loaded: LoadResult) -> Export:
+    options = ExportOptions()
+    built = build_export(loaded, options, alert_rules())
+    check_export(built, options)  # every serving kind passes its checks
+    return built
+
+
+def written(exported: Export, kind: str, name: str) -> dict[str, Any]:
+    (found,) = [
+        o for o in exported.files["80-serving.yaml"] if (o["kind"], o["metadata"]["name"]) == (kind, name)
+    ]
+    return dict(found)
+
+
+def original(kind: str, name: str) -> dict[str, Any]:
+    (found,) = [d for d in yaml.safe_load_all(CONFIG) if (d["kind"], d["metadata"]["name"]) == (kind, name)]
+    return dict(found)
+
+
+def _at(obj: dict[str, Any], *path: str) -> Any:
+    for part in path:
+        obj = (obj or {}).get(part) or {}
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "object_name", "pod_labels_at"),
+    [
+        ("a Deployment's queue label is copied onto its pod template", "Deployment", "chat",
+         ("spec", "template", "metadata", "labels")),
+        ("a StatefulSet's queue label on the template is set on the object too", "StatefulSet", "cache",
+         ("spec", "template", "metadata", "labels")),
+        ("an InferenceService's queue label goes onto the predictor's pods", "InferenceService", "llm",
+         ("spec", "predictor", "labels")),
+    ],
+)  # fmt: skip
+def test_each_serving_workload_carries_its_queue_label_where_kueue_reads_it(
+    exported: Export, name: str, kind: str, object_name: str, pod_labels_at: tuple[str, ...]
+) -> None:
+    obj = written(exported, kind, object_name)
+    assert (obj["metadata"]["labels"][Q], _at(obj, *pod_labels_at)[Q]) == ("inference", "inference")
+
+
+def test_a_ray_service_is_labelled_on_the_object_only_as_kueue_admits_it_whole(exported: Export) -> None:
+    obj = written(exported, "RayService", "rs")
+    assert obj["metadata"]["labels"] == {Q: "inference"}
+    assert obj["spec"] == original("RayService", "rs")["spec"]  # templates as written
+    assert "labels" not in obj["spec"]["rayClusterConfig"]["headGroupSpec"]["template"].get("metadata", {})
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [("HorizontalPodAutoscaler", "cache"), ("ScaledObject", "chat"), ("PodDisruptionBudget", "chat")],
+)
+def test_autoscalers_and_disruption_budgets_are_written_as_the_user_wrote_them(
+    exported: Export, kind: str, name: str
+) -> None:
+    assert written(exported, kind, name) == original(kind, name)
+
+
+def test_status_and_server_set_metadata_are_dropped_and_the_rest_kept(exported: Export) -> None:
+    chat, source = written(exported, "Deployment", "chat"), original("Deployment", "chat")
+    assert "status" not in chat and "resourceVersion" not in chat["metadata"]
+    expected = copy.deepcopy(source["spec"])
+    expected["template"]["metadata"]["labels"][Q] = "inference"
+    assert chat["spec"] == expected
+
+
+def test_every_serving_object_is_written_once_in_file_order(exported: Export) -> None:
+    assert [o["kind"] for o in exported.files["80-serving.yaml"]] == [
+        "Deployment",
+        "StatefulSet",
+        "HorizontalPodAutoscaler",
+        "ScaledObject",
+        "PodDisruptionBudget",
+        "InferenceService",
+        "RayService",
+    ]
+
+
+SCALED_OBJECT = original("ScaledObject", "chat")
+ISVC = original("InferenceService", "llm")
+RAY_SERVICE = original("RayService", "rs")
+DEPLOYMENT = original("Deployment", "chat")
+TARGET = ("spec", "scaleTargetRef")
+THRESHOLD = ("spec", "triggers", 0, "metadata", "threshold")
+
+
+def _with(obj: dict[str, Any], path: tuple[str | int, ...], value: Any) -> dict[str, Any]:
+    """A deep copy of ``obj`` with ``path`` set to ``value`` (removed when value is ...)."""
+    out = copy.deepcopy(obj)
+    here: Any = out
+    for part in path[:-1]:
+        here = here[part]
+    if value is ...:
+        del here[path[-1]]
+    else:
+        here[path[-1]] = value
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "obj", "expected"),
+    [
+        ("a valid scaled object passes", SCALED_OBJECT, []),
+        ("a scaled object without scaleTargetRef is named", _with(SCALED_OBJECT, TARGET, ...),
+         [("spec.scaleTargetRef", "is required")]),
+        ("a scale target needs a name", _with(SCALED_OBJECT, TARGET, {"kind": "Deployment"}),
+         [("spec.scaleTargetRef.name", "is required")]),
+        ("trigger metadata values are strings", _with(SCALED_OBJECT, THRESHOLD, 10),
+         [("spec.triggers[0].metadata[threshold]", "must be a string (got int)")]),
+        ("an unknown scaled object spec key is refused", _with(SCALED_OBJECT, ("spec", "minReplicas"), 1),
+         [("spec.minReplicas", "unknown field")]),
+        ("a valid inference service passes", ISVC, []),
+        ("an inference service needs a predictor", _with(ISVC, ("spec", "predictor"), ...),
+         [("spec.predictor", "is required")]),
+        ("an unknown inference service spec key is refused", _with(ISVC, ("spec", "router"), {}),
+         [("spec.router", "unknown field")]),
+        ("kserve's scale metric is an enum", _with(ISVC, ("spec", "predictor", "scaleMetric"), "gpu"),
+         [("spec.predictor.scaleMetric", "must be one of cpu, memory, concurrency, rps (got 'gpu')")]),
+        ("a model names its format", _with(ISVC, ("spec", "predictor", "model", "modelFormat"), ...),
+         [("spec.predictor.model.modelFormat", "is required")]),
+        ("a valid ray service passes", RAY_SERVICE, []),
+        ("a ray service needs a cluster", _with(RAY_SERVICE, ("spec", "rayClusterConfig"), ...),
+         [("spec.rayClusterConfig", "is required")]),
+        ("an unknown ray service spec key is refused", _with(RAY_SERVICE, ("spec", "serveConfig"), "x"),
+         [("spec.serveConfig", "unknown field")]),
+        ("a deployment passes kubernetes' own schema", DEPLOYMENT | {"status": {}}, []),
+        ("a deployment's unknown field is refused by kubernetes' strict schema",
+         _with(DEPLOYMENT, ("spec", "replica"), 2),
+         [("spec", "Additional properties are not allowed ('replica' was unexpected)")]),
+    ],
+)  # fmt: skip
+def test_serving_kinds_are_checked_field_by_field(
+    name: str, obj: dict[str, Any], expected: list[tuple[str, str]]
+) -> None:
+    found = check_objects({"80-serving.yaml": [obj]}, "1.33", "v1beta1")
+    assert [(p.field, p.message) for p in found] == expected
+
+
+def test_every_serving_kind_has_a_check() -> None:
+    from gpuq.api.serving import SERVING_KINDS
+    from gpuq.k8s.export_validate import CORE_API_VERSIONS
+
+    table = schemas.schemas()
+    unchecked = [k for k in sorted(SERVING_KINDS) if k[0] not in CORE_API_VERSIONS and k not in table]
+    assert unchecked == []
+
+
+def test_a_broken_scaled_object_fails_the_export_naming_it_and_nothing_is_written(
+    config_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = k8s_export.build_export
+
+    def without_a_scale_target(*args: object) -> Export:
+        built = real(*args)  # type: ignore[arg-type]
+        files = dict(built.files)
+        files["80-serving.yaml"] = [
+            _with(o, ("spec", "scaleTargetRef"), ...) if o["kind"] == "ScaledObject" else o
+            for o in files["80-serving.yaml"]
+        ]
+        return Export(files)
+
+    monkeypatch.setattr("gpuq.commands.export.build_export", without_a_scale_target)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["export", "k8s", "-f", str(config_path), "-o", str(out)])
+    assert result.exit_code == 1
+    assert "80-serving.yaml: ScaledObject/serve/chat: spec.scaleTargetRef: is required" in result.output
+    assert "nothing written" in result.output
+    assert not out.exists()
