@@ -126,8 +126,8 @@ def test_serving_services_and_their_autoscalers_round_trip_through_an_export(
 def test_the_serving_example_offers_an_hpa_and_a_keda_variant_to_round_trip() -> None:
     serving = str(ROOT / "examples" / "serving")
     assert sorted(Path(f).name for extra in serving_variants(serving) for f in extra) == [
-        "hpa.yaml",
-        "keda.yaml",
+        "hpa.yaml.variant",
+        "keda.yaml.variant",
     ]
     original = load(configuration_of(serving))
     assert {s.key for s in services(original).values()} == {"serving/chat", "serving/embed"}
