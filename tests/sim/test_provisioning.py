@@ -157,6 +157,23 @@ def test_pool_max_caps_arrivals_and_scales_to_zero_after_idle(tmp_path: Path) ->
     assert prov.counters.nodes_added == 2
 
 
+
+def test_workloads_arriving_while_a_node_boots_wait_for_its_room_instead_of_ordering_more(
+    tmp_path: Path,
+) -> None:
+    """As the cluster autoscaler counts upcoming nodes: three 2-GPU jobs 10 s apart need one 8-GPU
+    node, not three; the first orders it (ready at 120 s), the others take the room left on it."""
+    rows = [f"n{i},team-a,q,{10 * i},600,,1,2,,,," for i in (0, 1, 2)]
+    result, prov = run(tmp_path, pool("box", AUTOSCALED.replace("max: 2", "max: 3")), rows)
+    assert log(prov, "scale-up", "upcoming") == [
+        (0.0, "scale-up", "box"),
+        (10.0, "upcoming", "team-a/n1"),
+        (20.0, "upcoming", "team-a/n2"),
+    ]
+    assert prov.counters.nodes_added == 1
+    assert [times(result, f"team-a/n{i}")[0] for i in (0, 1, 2)] == [120.0, 120.0, 120.0]
+
+
 CLASS = """\
 ---
 apiVersion: gpuq.dev/v1alpha1

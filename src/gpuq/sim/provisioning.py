@@ -100,6 +100,9 @@ class Provisioner:
         self.idle_since: dict[str, float] = {}
         self.pods_on: dict[str, int] = {}
         self.requested: dict[str, int] = {}  # workload -> nodes coming for it
+        self.upcoming: dict[str, tuple[str, float, dict[str, int]]] = {}
+        """Ordered nodes not arrived yet: pool, ready time, and the room left once the pods they were
+        ordered for are counted (as the cluster autoscaler counts upcoming nodes)."""
         self.class_rule: dict[str, tuple[str, int]] = {}  # workload -> (class, rule) it got
         self.migrating: dict[str, tuple[str, ...]] = {}  # workload -> nodes to drain when ready
         self.reserved_nodes: set[str] = set()  # nodes of ProvisioningRequests (not auto scaled down)
@@ -208,6 +211,8 @@ class Provisioner:
             workload = admitted.workload
             group = _group(workload)
             fitting = self.fitting_pools(workload, sim)
+            if self._on_upcoming(key, group, fitting, now):
+                continue
             policy = self.setup.classes.get(_class_of(workload, sim) or "")
             if policy is not None:
                 self._class_scale_up(key, group, policy.name, [p for p in fitting], now)
@@ -215,7 +220,7 @@ class Provisioner:
             counts = dict(self.held)
             plan = plan_scale_up([group], [self.pools[p].spec for p in fitting], counts, self.stock(now), now)
             for up in plan.scale_ups:
-                self._order(up.pool, up.nodes, key, now, up.reason)
+                self._order(up.pool, up.nodes, key, now, up.reason, group)
             for miss in plan.not_scaled:
                 self._not_scaled(key, now, miss.reason)
 
@@ -231,7 +236,7 @@ class Provisioner:
             self.counters.fallbacks += 1
             self.note(now, "fallback", key, decision.reason)
         self.class_rule[key] = (name, choice.rule_index)
-        self._order(choice.option.pool, choice.nodes, key, now, decision.reason)
+        self._order(choice.option.pool, choice.nodes, key, now, decision.reason, group)
 
     def _headroom_stock(self, now: float, options: list[MachineOption]) -> Stock:
         """Stock of each option's key capped by its pool's headroom (max, limits)."""
@@ -299,7 +304,9 @@ class Provisioner:
         self.held[pool] += len(taken)
         return taken
 
-    def _order(self, pool: str, count: int, key: str, now: float, reason: str) -> None:
+    def _order(
+        self, pool: str, count: int, key: str, now: float, reason: str, group: PodGroup | None = None
+    ) -> None:
         names = self.take_nodes(pool, count)
         if not names:
             return
@@ -307,13 +314,48 @@ class Provisioner:
         self.counters.scale_ups += 1
         self.requested[key] = self.requested.get(key, 0) + len(names)
         self.note(now, "scale-up", pool, f"{len(names)} node(s) ready at {ready:.0f}s: {reason}")
+        left = group.pods if group is not None else 0
         for name in names:
+            room = dict(self.pools[pool].spec.node_allocatable)
+            if group is not None:
+                here = min(group.shape.per_node(room), left)
+                left -= here
+                _take(room, group.shape.requests, here)
+            self.upcoming[name] = (pool, ready, room)
             self.push(ready, "arrive", name, self.epoch[name])
             self.push(ready, "served", key, 0)
+
+    def _on_upcoming(self, key: str, group: PodGroup, fitting: list[str], now: float) -> bool:
+        """Place ``group`` on the room left on nodes already coming for others (earliest first), as
+        the cluster autoscaler and Karpenter count upcoming nodes; True when every pod found room."""
+        pools = set(fitting)
+        room = sorted((ready, name) for name, (pool, ready, _) in self.upcoming.items() if pool in pools)
+        plan: list[tuple[str, int]] = []
+        left = group.pods
+        for _, name in room:
+            here = min(group.shape.per_node(self.upcoming[name][2]), left)
+            if here:
+                plan.append((name, here))
+                left -= here
+            if not left:
+                break
+        if left or not plan:
+            return False
+        for name, here in plan:
+            _take(self.upcoming[name][2], group.shape.requests, here)
+        ready = max(self.upcoming[name][1] for name, _ in plan)
+        self.requested[key] = 1
+        names = ", ".join(name for name, _ in plan)
+        self.note(
+            now, "upcoming", key, f"waits for room on node(s) already coming: {names} (ready at {ready:.0f}s)"
+        )
+        self.push(ready, "served", key, 0)
+        return True
 
     def _on_arrive(self, name: str, token: int, now: float, sim: Simulation) -> None:
         if token != self.epoch[name]:
             return
+        self.upcoming.pop(name, None)
         sim.add_node(name, now)
         self.counters.nodes_added += 1
 
@@ -339,6 +381,7 @@ class Provisioner:
     def _remove(self, name: str, now: float, sim: Simulation, reason: str) -> None:
         """Take a node out of service and give it back to its pool's spares."""
         self.epoch[name] += 1
+        self.upcoming.pop(name, None)
         sim.remove_node(name, now, reason)
         pool = self.pool_of[name]
         bisect.insort(self.free[pool], (self.pools[pool].nodes.index(name), name))
@@ -601,3 +644,9 @@ def _pod_info(pod: str, run: JobRun, dnd_priority: int | None) -> PodInfo:
     labels = {"app": workload_class(workload.name), "queue": workload.queue_name}
     protected = dnd_priority is not None and workload.priority >= dnd_priority
     return PodInfo(pod, workload.namespace, dict(workload.pod_sets[0].requests), labels, protected)
+
+
+def _take(room: dict[str, int], requests: Mapping[str, int], pods: int) -> None:
+    """Count ``pods`` pods of ``requests`` against ``room``."""
+    for resource, amount in requests.items():
+        room[resource] = room.get(resource, 0) - amount * pods
