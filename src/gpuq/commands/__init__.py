@@ -1,1 +1,2 @@
-"""Command implementations too large for :mod:`gpuq.cli`: one module per verb or noun."""
+"""Command implementations behind :mod:`gpuq.cli`: one module per verb or noun, and
+:mod:`~gpuq.commands.render` for what the snapshot verbs print."""

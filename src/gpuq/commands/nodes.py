@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rich.table import Table
+
 from gpuq.api.quantity import format_amount
 from gpuq.core.nodes import GPU, GPU_MILLI, MIG_PREFIX, is_device_resource
 from gpuq.core.placement.capacity import NodeCapacity
@@ -133,3 +135,28 @@ def _requests(counted: Mapping[str, int], gpus: int, milli: int) -> dict[str, st
 
 def nodes_document(placer: Placer) -> list[dict[str, Any]]:
     return [node_summary(capacity) for _, capacity in sorted(placer.nodes.items())]
+
+
+def nodes_table(document: list[dict[str, Any]]) -> Table:
+    """``gpuq get nodes`` as a table: one row of :func:`nodes_document` per node."""
+    table = Table(title="Nodes", title_justify="left")
+    for column in (
+        "name",
+        "pool",
+        "gpu model",
+        "sharing",
+        "devices free/allocatable",
+        "cpu free",
+        "pods",
+    ):
+        table.add_column(column)
+    for row in document:
+        devices = ", ".join(
+            f"{name.removeprefix('nvidia.com/')} {d['free']}/{d['allocatable']}"
+            for name, d in row["devices"].items()
+        )
+        pool = row["pool"] + (f" ({row['capacityType']})" if row["capacityType"] else "")
+        table.add_row(
+            row["name"], pool, row["gpuModel"], row["sharing"], devices, row["cpu"]["free"], str(row["pods"])
+        )
+    return table
