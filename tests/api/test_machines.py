@@ -12,11 +12,11 @@ import yaml
 
 from gpuq.api.loader import LoadResult, load
 from gpuq.api.nodes_convert import NodePoolSummary
-from gpuq.api.quantity import format_amount
 from gpuq.core.devices import per_gpu_layouts
 from gpuq.core.gpus import DEFAULT_CATALOGUE
 from gpuq.core.model import Taint
 from gpuq.core.nodes import GPUSharing, Node, SharingMode
+from gpuq.core.quantity import format_amount
 
 ROOT = Path(__file__).resolve().parents[2]
 GI = 2**30

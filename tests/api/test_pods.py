@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from gpuq.api.pods import effective_pod_requests, request_limit_problems
-from gpuq.api.quantity import QuantityError
+from gpuq.core.quantity import QuantityError
 
 
 def c(

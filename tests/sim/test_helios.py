@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpuq.api.loader import load
-from gpuq.api.quantity import format_amount
+from gpuq.core.quantity import format_amount
 from gpuq.sim.traces import TraceError
 from gpuq.sim.traces.helios import HeliosTimeline, VcMinute, VcQuota, helios_queues, helios_timeline
 

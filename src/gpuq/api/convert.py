@@ -2,7 +2,7 @@
 
 Callers convert only manifests that passed :mod:`gpuq.api.validation` with no
 error; this module then never fails. Quantities become core integer amounts
-(:func:`gpuq.api.quantity.to_amount`: CPU in milli-units, everything else in
+(:func:`gpuq.core.quantity.to_amount`: CPU in milli-units, everything else in
 whole units rounded up); fair-sharing weights become exact ``Fraction`` s.
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 from gpuq.api import kueue
 from gpuq.api.diagnostics import Manifest
 from gpuq.api.pods import effective_pod_requests
-from gpuq.api.quantity import to_amount
 from gpuq.api.topology_requests import topology_request
 from gpuq.core import model as core
+from gpuq.core.quantity import to_amount
 
 RESERVED_RESOURCE = "pods"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"

@@ -30,11 +30,11 @@ from collections.abc import Mapping, Sequence
 
 from gpuq.api import machines
 from gpuq.api.machines import CAPACITY_TYPE_LABEL, POOL_LABEL, PRODUCT_LABEL, SPOT_LABEL
-from gpuq.api.quantity import to_amount
 from gpuq.core.gpus import GPUCatalogue, GPUModelSpec
 from gpuq.core.mig import MIG_TABLES, layout_problems
 from gpuq.core.model import Taint
 from gpuq.core.nodes import GPU, GPU_MILLI, GPU_SHARED, MIG_PREFIX, GPUSharing, Node, SharingMode
+from gpuq.core.quantity import to_amount
 
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 COUNT_LABEL = "nvidia.com/gpu.count"

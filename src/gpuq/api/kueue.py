@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from gpuq.api.quantity import QuantityError, parse_quantity
+from gpuq.core.quantity import QuantityError, parse_quantity
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 CONFIG_GROUP = "config.kueue.x-k8s.io"

@@ -34,7 +34,6 @@ from gpuq.api.machines import (
     SPOT_LABEL,
     ZONE_LABEL,
 )
-from gpuq.api.quantity import to_amount
 from gpuq.core.devices import device_resources, gfd_labels
 from gpuq.core.gpus import GPUCatalogue, GPUModelSpec
 from gpuq.core.model import Taint
@@ -48,6 +47,7 @@ from gpuq.core.nodes import (
 from gpuq.core.provisioning.autoscaler import PoolSpec
 from gpuq.core.provisioning.disruption import Budget, DisruptionPolicy
 from gpuq.core.provisioning.options import StockStep
+from gpuq.core.quantity import to_amount
 
 _T = TypeVar("_T")
 MIB = 2**20

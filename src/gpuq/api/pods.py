@@ -18,8 +18,8 @@ from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
-from gpuq.api.quantity import QuantityError, parse_quantity
 from gpuq.core.nodes import GPU_MILLI, HAMI_CORES, HAMI_MEMORY
+from gpuq.core.quantity import QuantityError, parse_quantity
 
 Requests = dict[str, Decimal]
 
@@ -27,7 +27,7 @@ Requests = dict[str, Decimal]
 def container_requests(container: Mapping[str, Any]) -> Requests:
     """Requests of one container, with limits standing in for unset requests.
 
-    Raises :class:`~gpuq.api.quantity.QuantityError` for a value that is not a quantity.
+    Raises :class:`~gpuq.core.quantity.QuantityError` for a value that is not a quantity.
     """
     resources = container.get("resources") or {}
     requests = {name: parse_quantity(v) for name, v in (resources.get("requests") or {}).items()}
@@ -55,7 +55,7 @@ def effective_pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
     """Return the per-pod effective request of every resource named in ``pod_spec``.
 
     Values are exact ``Decimal`` quantities (``cpu: 500m`` → ``Decimal("0.5")``).
-    Raises :class:`~gpuq.api.quantity.QuantityError` on a malformed quantity.
+    Raises :class:`~gpuq.core.quantity.QuantityError` on a malformed quantity.
     """
     total: Requests = {}
     for container in pod_spec.get("containers") or ():

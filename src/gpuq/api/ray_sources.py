@@ -11,7 +11,6 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from gpuq.api.quantity import QuantityError, parse_quantity
 from gpuq.api.source_fields import (
     SourceError,
     check_pod_sets,
@@ -21,6 +20,7 @@ from gpuq.api.source_fields import (
     pod_template,
     queue_name,
 )
+from gpuq.core.quantity import QuantityError, parse_quantity
 
 _HEAD = "head"
 _SUBMITTER = "submitter"

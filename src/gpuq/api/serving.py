@@ -36,7 +36,6 @@ from pydantic import ValidationError
 from gpuq.api import convert, kueue
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, format_field_path
 from gpuq.api.pods import quantity_problems
-from gpuq.api.quantity import QuantityError
 from gpuq.api.serving_autoscalers import (
     ServingError,
     hpa_spec,
@@ -49,6 +48,7 @@ from gpuq.api.source_fields import QUEUE_LABEL
 from gpuq.core import model as core
 from gpuq.core.autoscaling.keda import ScaledObjectSpec
 from gpuq.core.autoscaling.spec import HPASpec, MetricSourceType, MetricSpec, MetricTarget, MetricTargetType
+from gpuq.core.quantity import QuantityError
 
 SERVING_KINDS = frozenset(
     {

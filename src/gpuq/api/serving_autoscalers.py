@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from gpuq.api.quantity import QuantityError, parse_quantity
 from gpuq.api.source_fields import SourceError
 from gpuq.core.autoscaling.keda import (
     SCALER_PARAMETERS,
@@ -40,6 +39,7 @@ from gpuq.core.autoscaling.spec import (
     ScalingPolicyType,
     SelectPolicy,
 )
+from gpuq.core.quantity import QuantityError, parse_quantity
 
 Raw = Mapping[str, Any]
 

@@ -16,7 +16,6 @@ from rich.table import Table
 
 from gpuq.api.kueue import parse_duration
 from gpuq.api.loader import LoadResult, load
-from gpuq.api.quantity import format_amount
 from gpuq.commands.eta import EtaError, eta_document, forecast_file, print_etas
 from gpuq.commands.render import OutputFormat, error, out, print_diagnostics, warning, write_document
 from gpuq.core.admission import Scheduler
@@ -24,6 +23,7 @@ from gpuq.core.cycles import AdmitRun, run_cycles
 from gpuq.core.nodes import HOSTNAME_LABEL, is_device_resource
 from gpuq.core.placement.engine import Placer, WorkloadPlacement
 from gpuq.core.placement.scoring import inputs_for
+from gpuq.core.quantity import format_amount
 from gpuq.core.state import ClusterState
 from gpuq.core.topology import TopologyAssignment
 from gpuq.forecast.forecast import Forecast, ForecastSettings

@@ -12,10 +12,10 @@ from typing import Any
 
 from rich.table import Table
 
-from gpuq.api.quantity import format_amount
 from gpuq.core.nodes import GPU, GPU_MILLI, MIG_PREFIX, is_device_resource
 from gpuq.core.placement.capacity import NodeCapacity
 from gpuq.core.placement.engine import Placer
+from gpuq.core.quantity import format_amount
 
 GFD_PREFIX = "nvidia.com/"
 

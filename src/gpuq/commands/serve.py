@@ -328,7 +328,7 @@ def _node(
 
 def _declared(option: str, text: str, resource: str) -> int:
     """A declared allocatable in the core's units (CPU milli, memory bytes), or a clear error."""
-    from gpuq.api.quantity import QuantityError, to_amount
+    from gpuq.core.quantity import QuantityError, to_amount
 
     try:
         amount = to_amount(resource, text)

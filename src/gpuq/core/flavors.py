@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from gpuq.api.quantity import format_amount
 from gpuq.core.fair_preemption import preemption_targets
 from gpuq.core.model import (
     ClusterQueue,
@@ -35,6 +34,7 @@ from gpuq.core.model import (
     Workload,
 )
 from gpuq.core.preemption import Preemptor
+from gpuq.core.quantity import format_amount
 from gpuq.core.quota import FlavorResource, available, lowest_fitting_subtree, potential_available
 from gpuq.core.state import ClusterState
 

@@ -3,7 +3,7 @@
 The api layer converts user manifests (Kueue kinds and workload sources) into
 these; the admission engine reads nothing else. Amounts are integers in the
 core unit of their resource (CPU in milli-units, everything else in whole
-units, see ``gpuq.api.quantity.to_amount``). Times are seconds since the epoch.
+units, see ``gpuq.core.quantity.to_amount``). Times are seconds since the epoch.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Any, Literal, TypeVar
 
 from gpuq.api.diagnostics import Manifest
-from gpuq.api.quantity import MILLI_RESOURCES, format_amount
+from gpuq.core.quantity import MILLI_RESOURCES, format_amount
 
 Obj = dict[str, Any]
 """One Kubernetes object as plain data, ready for YAML."""

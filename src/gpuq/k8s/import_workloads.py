@@ -19,8 +19,8 @@ from typing import Any
 
 from gpuq.api import convert, kueue
 from gpuq.api.diagnostics import Diagnostic
-from gpuq.api.quantity import format_amount
 from gpuq.core.nodes import GPU, GPU_MILLI
+from gpuq.core.quantity import format_amount
 from gpuq.forecast.manifests import expected_duration
 from gpuq.k8s.import_dump import DumpObject, cleaned
 from gpuq.sim.traces.generic import OPTIONAL, REQUIRED

@@ -27,8 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from gpuq.api import kueue
 from gpuq.api.diagnostics import Manifest
-from gpuq.api.quantity import format_amount
 from gpuq.core.model import ClusterConfig, ResourceGroup, Workload
+from gpuq.core.quantity import format_amount
 from gpuq.k8s.export_common import MANAGED_BY, ExportOptions, Obj, first_models, make
 
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from gpuq.api.quantity import QuantityError, parse_quantity
+from gpuq.core.quantity import QuantityError, parse_quantity
 
 
 @dataclass(frozen=True)

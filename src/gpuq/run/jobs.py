@@ -21,9 +21,9 @@ from typing import Any
 
 import yaml
 
-from gpuq.api.quantity import QuantityError, parse_quantity
 from gpuq.api.source_fields import SourceError
 from gpuq.api.sources import to_workload
+from gpuq.core.quantity import QuantityError, parse_quantity
 from gpuq.run.rayjobs import HEAD, SUBMITTER, cluster_directory, launcher_command, ray_env
 
 CHECKPOINT_ANNOTATION = "gpuq.dev/checkpoint"

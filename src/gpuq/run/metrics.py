@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from gpuq.api.quantity import MILLI_RESOURCES
+from gpuq.core.quantity import MILLI_RESOURCES
 from gpuq.run.gpus import GPUTelemetry
 from gpuq.run.loop import ControlLoop
 from gpuq.run.router import LATENCY_BUCKETS_S

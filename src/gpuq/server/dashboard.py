@@ -24,7 +24,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
-from gpuq.api.quantity import MILLI_RESOURCES
+from gpuq.core.quantity import MILLI_RESOURCES
 from gpuq.run.store import EventRecord, PodRecord, Store, UserRecord, WorkloadRecord
 from gpuq.run.store.convert import event_record
 from gpuq.run.store.models import EventRow

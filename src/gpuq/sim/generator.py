@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 import random
 
-from gpuq.api.quantity import to_amount
 from gpuq.api.scenario import Distribution, Generator, TeamArrivals
 from gpuq.core.model import Toleration
+from gpuq.core.quantity import to_amount
 from gpuq.sim.traces.model import TraceJob
 
 

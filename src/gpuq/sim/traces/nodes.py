@@ -30,8 +30,8 @@ from typing import Any
 
 import yaml
 
-from gpuq.api.quantity import QuantityError, format_amount, to_amount
 from gpuq.core.gpus import DEFAULT_CATALOGUE
+from gpuq.core.quantity import QuantityError, format_amount, to_amount
 from gpuq.sim.traces.model import TraceError
 from gpuq.sim.traces.reading import column_index, read_csv
 

@@ -13,7 +13,7 @@ import math
 from decimal import Decimal, InvalidOperation
 
 from gpuq.api.names import dns_label_problem, dns_subdomain_problem
-from gpuq.api.quantity import QuantityError, to_amount
+from gpuq.core.quantity import QuantityError, to_amount
 from gpuq.sim.traces.reading import MAX_SECONDS, RowError
 
 MAX_PODS = 100_000

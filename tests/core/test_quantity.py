@@ -1,10 +1,10 @@
-"""gpuq.api.quantity: exact parsing and core amounts."""
+"""gpuq.core.quantity: exact parsing and core amounts."""
 
 from decimal import Decimal
 
 import pytest
 
-from gpuq.api.quantity import QuantityError, format_amount, parse_quantity, to_amount
+from gpuq.core.quantity import QuantityError, format_amount, parse_quantity, to_amount
 
 
 @pytest.mark.parametrize(
