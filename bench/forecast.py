@@ -28,18 +28,12 @@ from pathlib import Path
 from gpuq.api.loader import load
 from gpuq.core.model import ClusterConfig, PodSet, Workload
 from gpuq.core.nodes import GPU, Node
-from gpuq.forecast.forecast import (
-    DEFAULT_EXACT_STARTS,
-    PARALLEL_MIN,
-    QUEUE_MODEL,
-    ForecastSettings,
-    Snapshot,
-    forecast,
-)
+from gpuq.forecast.forecast import DEFAULT_EXACT_STARTS, PARALLEL_MIN, QUEUE_MODEL, ForecastSettings, forecast
 from gpuq.forecast.replay import Replay, default_profile
-from gpuq.forecast.runtimes import Finished, RuntimeEstimator
 from gpuq.sim.jobs import SimJob
 from gpuq.sim.simulator import SimSettings, Simulation
+from gpuq.snapshot.cluster import Snapshot
+from gpuq.snapshot.runtimes import Finished, RuntimeEstimator
 
 SIZES = (1, 2, 4, 8)
 WEIGHTS = (4, 3, 2, 1)

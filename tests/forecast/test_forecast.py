@@ -10,17 +10,9 @@ import pytest
 from gpuq.api.loader import load
 from gpuq.core.model import Admission, PodSet, PodSetAssignment, Workload
 from gpuq.core.nodes import GPU
-from gpuq.forecast.forecast import (
-    QUEUE_MODEL,
-    Forecast,
-    ForecastSettings,
-    NodeArrival,
-    PendingWorkload,
-    RunningWorkload,
-    Snapshot,
-    forecast,
-)
-from gpuq.forecast.runtimes import EstimatorSettings, Finished, Profile, RuntimeEstimator, Source
+from gpuq.forecast.forecast import QUEUE_MODEL, Forecast, ForecastSettings, forecast
+from gpuq.snapshot.cluster import NodeArrival, PendingWorkload, RunningWorkload, Snapshot
+from gpuq.snapshot.runtimes import EstimatorSettings, Finished, Profile, RuntimeEstimator, Source
 
 NOW = 1_000_000.0
 

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from forecast.test_forecast import NOW, pending, running, snapshot_base
-from gpuq.forecast.forecast import ForecastSettings, Snapshot, forecast
+from gpuq.forecast.forecast import ForecastSettings, forecast
 from gpuq.forecast.fork import Forked, can_fork
-from gpuq.forecast.runtimes import RuntimeEstimator
+from gpuq.snapshot.cluster import Snapshot
+from gpuq.snapshot.runtimes import RuntimeEstimator
 
 pytestmark = pytest.mark.skipif(not can_fork(), reason="needs fork and two CPUs")
 

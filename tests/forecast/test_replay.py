@@ -25,9 +25,9 @@ from gpuq.forecast.replay import (
     probe_times,
     score,
 )
-from gpuq.forecast.runtimes import EstimatorSettings, Profile, RuntimeEstimator, Source
 from gpuq.sim.jobs import SimJob
 from gpuq.sim.simulator import JobStatus, SimSettings, Simulation
+from gpuq.snapshot.runtimes import EstimatorSettings, Profile, RuntimeEstimator, Source
 
 runner = CliRunner()
 

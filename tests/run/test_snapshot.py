@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 
 from gpuq.forecast.forecast import forecast
-from gpuq.forecast.manifests import expected_duration
-from gpuq.forecast.runtimes import Profile, RuntimeEstimator, Source
 from gpuq.run.loop import ControlLoop
 from gpuq.run.snapshot import (
     History,
@@ -20,6 +18,8 @@ from gpuq.run.snapshot import (
     manifest_profile,
 )
 from gpuq.run.store import Store
+from gpuq.snapshot.manifests import expected_duration
+from gpuq.snapshot.runtimes import Profile, RuntimeEstimator, Source
 from run.test_loop import job, plane, run_until, state, submit  # noqa: F401  (plane: a fixture)
 
 SLEEP = "import time; time.sleep(60)"

@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 
 from gpuq.core.model import Admission, ClusterConfig, Workload
-from gpuq.forecast.forecast import Forecast, ForecastSettings, Snapshot
-from gpuq.forecast.runtimes import RuntimeEstimator
+from gpuq.forecast.forecast import Forecast, ForecastSettings
 from gpuq.run.jobs import JobRun
 from gpuq.run.pods import Tracked
 from gpuq.run.store import Store
 from gpuq.server.forecasts import CacheSettings, ForecastCache
+from gpuq.snapshot.cluster import Snapshot
+from gpuq.snapshot.runtimes import RuntimeEstimator
 
 
 @dataclass

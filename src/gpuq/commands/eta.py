@@ -10,9 +10,10 @@ from rich.table import Table
 
 from gpuq.api.loader import LoadResult
 from gpuq.forecast.forecast import Eta, Forecast, ForecastSettings, forecast
-from gpuq.forecast.manifests import history_of, snapshot_of
-from gpuq.forecast.runtimes import EstimatorSettings, RuntimeEstimator
+from gpuq.forecast.history import history_of
 from gpuq.sim.traces.read import read_trace
+from gpuq.snapshot.manifests import snapshot_of
+from gpuq.snapshot.runtimes import EstimatorSettings, RuntimeEstimator
 
 
 class EtaError(Exception):

@@ -15,9 +15,9 @@ from rich.table import Table
 from gpuq.api.kueue import parse_duration
 from gpuq.forecast.forecast import DEFAULT_EXACT_STARTS, DEFAULT_HORIZON_S, ForecastSettings
 from gpuq.forecast.replay import Accuracy, BandAccuracy, ProbeStats, accuracy, probe_times
-from gpuq.forecast.runtimes import EstimatorSettings
 from gpuq.sim.scenario import PreparedVariant, ScenarioError, load_workloads, plan_scenario, prepare
 from gpuq.sim.traces.model import TraceError
+from gpuq.snapshot.runtimes import EstimatorSettings
 
 out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)

@@ -24,9 +24,9 @@ from rich.table import Table
 from gpuq.core.nodes import Node
 from gpuq.core.placement.scoring import CHOOSERS
 from gpuq.forecast.forecast import DEFAULT_EXACT_STARTS, PARALLEL_MIN, ForecastSettings
-from gpuq.forecast.runtimes import EstimatorSettings
 from gpuq.run.gpus import GPUDevice
 from gpuq.run.store import Store, StoreConflict, default_url
+from gpuq.snapshot.runtimes import EstimatorSettings
 
 if TYPE_CHECKING:
     from gpuq.run.loop import ControlLoop

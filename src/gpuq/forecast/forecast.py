@@ -1,7 +1,7 @@
 """When will each waiting workload start? The simulator, run forward from a snapshot of the cluster.
 
-The snapshot is what runs where and since when, what waits in which order, the
-configuration and the nodes, with node arrivals still in flight. The forecast runs
+The snapshot (:class:`~gpuq.snapshot.cluster.Snapshot`) is what runs where and since when, what
+waits in which order, the configuration and the nodes, with node arrivals still in flight. The forecast runs
 the same engine twice with no new arrivals (optionally with a replay of the recent
 past's arrivals): once with every runtime at its low estimate and once at its high
 one. The low run gives each workload's expected admission and start; the two runs
@@ -20,14 +20,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from gpuq.core.model import ClusterConfig, Workload
-from gpuq.core.nodes import Node
-from gpuq.core.placement.engine import PodBinding
+from gpuq.core.model import Workload
 from gpuq.forecast.fork import Forked, can_fork
 from gpuq.forecast.queue_model import Holding, Waiting, continue_queue
-from gpuq.forecast.runtimes import Estimate, Profile, RuntimeEstimator
 from gpuq.sim.jobs import SimJob
 from gpuq.sim.simulator import JobStatus, NodeChange, Resident, SimSettings, Simulation
+from gpuq.snapshot.cluster import NodeArrival, Snapshot
+from gpuq.snapshot.runtimes import Estimate, Profile, RuntimeEstimator
 
 DEFAULT_HORIZON_S = 30 * 86400.0
 DEFAULT_EXACT_STARTS = 500
@@ -35,47 +34,6 @@ PARALLEL_MIN = 500  # workloads from which the two runs are worth a process each
 SIMULATED = "simulated"
 QUEUE_MODEL = "queue model"
 ARRIVAL_PREFIX = "expected-arrival-"
-
-
-@dataclass(frozen=True, slots=True)
-class RunningWorkload:
-    """A workload holding quota: ``workload.admission`` set; ``started_at`` None while its pods are
-    not running yet; ``bindings`` where its pods are (empty: not bound, or the nodes are unknown)."""
-
-    workload: Workload
-    profile: Profile
-    started_at: float | None
-    bindings: tuple[PodBinding, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class PendingWorkload:
-    workload: Workload
-    profile: Profile
-
-
-@dataclass(frozen=True, slots=True)
-class NodeArrival:
-    """Nodes being provisioned (listed in the snapshot's nodes) and when they are expected ready."""
-
-    nodes: tuple[str, ...]
-    ready_at: float
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """The cluster at ``now`` (seconds since the epoch, or any clock the workloads' times share)."""
-
-    now: float
-    config: ClusterConfig
-    nodes: tuple[Node, ...] = ()
-    running: tuple[RunningWorkload, ...] = ()
-    pending: tuple[PendingWorkload, ...] = ()
-    down: tuple[str, ...] = ()  # nodes out of service, not coming back on their own
-    provisioning: tuple[NodeArrival, ...] = ()
-    recent: tuple[PendingWorkload, ...] = ()  # workloads submitted lately (expected arrivals)
-    policy: str = "binpack"
-    startup_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,17 +16,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from gpuq.forecast.forecast import (
-    Forecast,
-    ForecastSettings,
-    PendingWorkload,
-    RunningWorkload,
-    Snapshot,
-    forecast,
-)
-from gpuq.forecast.runtimes import EstimatorSettings, Finished, Profile, RuntimeEstimator, Source, quantile
+from gpuq.forecast.forecast import Forecast, ForecastSettings, forecast
 from gpuq.sim.jobs import SimJob
 from gpuq.sim.simulator import JobRun, JobStatus, Simulation
+from gpuq.snapshot.cluster import PendingWorkload, RunningWorkload, Snapshot
+from gpuq.snapshot.runtimes import EstimatorSettings, Finished, Profile, RuntimeEstimator, Source, quantile
 
 ProbeCallback = Callable[[float, Simulation], None]
 ProfileOf = Callable[[SimJob], Profile]

@@ -1,4 +1,4 @@
-"""The live control plane as a forecast :class:`~gpuq.forecast.forecast.Snapshot`.
+"""The live control plane as a forecast :class:`~gpuq.snapshot.cluster.Snapshot`.
 
 A forecast must not hold the loop still while it simulates, so building one has two halves:
 
@@ -26,14 +26,14 @@ from gpuq.api.sources import to_workload
 from gpuq.core.model import ClusterConfig, Workload
 from gpuq.core.nodes import Node
 from gpuq.core.placement.engine import PodBinding
-from gpuq.forecast.forecast import PendingWorkload, RunningWorkload, Snapshot
-from gpuq.forecast.manifests import declared, total_gpus
-from gpuq.forecast.runtimes import Finished, Profile
 from gpuq.run.loop import ControlLoop
 from gpuq.run.pods import Tracked, pod_key
 from gpuq.run.store import Store, WorkloadRecord
 from gpuq.run.store.convert import workload_record
 from gpuq.run.store.models import WorkloadRow
+from gpuq.snapshot.cluster import PendingWorkload, RunningWorkload, Snapshot
+from gpuq.snapshot.manifests import declared, total_gpus
+from gpuq.snapshot.runtimes import Finished, Profile
 
 DEADLINE_KINDS = frozenset({"Job", "RayJob"})  # the sources whose activeDeadlineSeconds the loop enforces
 NO_PRIORITIES = convert.PriorityTable({}, {}, 0)  # sizes only: priorities do not matter to a profile

@@ -40,10 +40,10 @@ from gpuq.api.loader import expand_lists, load_texts, parse_documents
 from gpuq.api.references import workload_manifests
 from gpuq.core.model import Workload
 from gpuq.core.nodes import Node
-from gpuq.forecast.manifests import SUBMITTED_BY
 from gpuq.run.store import Store, StoreConflict
 from gpuq.server.errors import ApiError
 from gpuq.server.kinds import CLUSTER_KINDS, NAMESPACED_KINDS, REFUSED_KINDS, WORKLOAD, document_key
+from gpuq.snapshot.manifests import SUBMITTED_BY
 
 REQUEST = "<request>"
 STORED_KINDS = frozenset({WORKLOAD, *CLUSTER_KINDS, *NAMESPACED_KINDS, *REFUSED_KINDS})

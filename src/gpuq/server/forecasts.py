@@ -24,11 +24,12 @@ from typing import Any, TypeVar
 
 from gpuq.core.model import ClusterConfig, Workload
 from gpuq.core.nodes import Node
-from gpuq.forecast.forecast import Eta, Forecast, ForecastSettings, PendingWorkload, Snapshot, forecast
-from gpuq.forecast.runtimes import EstimatorSettings, RuntimeEstimator
+from gpuq.forecast.forecast import Eta, Forecast, ForecastSettings, forecast
 from gpuq.run.loop import ControlLoop
 from gpuq.run.snapshot import History, LoopView, ProfileBook, ProfiledManifest, build_snapshot, capture
 from gpuq.run.store import Store
+from gpuq.snapshot.cluster import PendingWorkload, Snapshot
+from gpuq.snapshot.runtimes import EstimatorSettings, RuntimeEstimator
 
 _log = logging.getLogger("gpuq.serve")
 T = TypeVar("T")

@@ -16,7 +16,7 @@ workloads -o yaml`` prints them, or Jobs...). Steps, for one variant's configura
    :data:`DEFAULT_DURATION_S` (warned);
 5. a workload holding quota (``status.admission``) is a
    :class:`~gpuq.sim.simulator.Resident`: it runs since its ``PodsReady`` condition, else since
-   its quota reservation (as :func:`gpuq.forecast.manifests.snapshot_of` reads it), with the
+   its quota reservation (as :func:`gpuq.snapshot.manifests.snapshot_of` reads it), with the
    run time left from 0; one already past its run time finishes at 0 (warned);
 6. the others were created before 0: they queue at 0, in their creation order (a finished
    workload, ``Finished`` condition True, is the past and is left out);
@@ -39,11 +39,11 @@ from gpuq.api import kueue
 from gpuq.api.diagnostics import Diagnostic, Manifest
 from gpuq.api.loader import LoadResult
 from gpuq.core.model import ClusterConfig, Workload
-from gpuq.forecast.manifests import snapshot_of
-from gpuq.forecast.runtimes import EXPECTED_DURATION, Profile
 from gpuq.sim.jobs import SimJob
 from gpuq.sim.simulator import Resident
 from gpuq.sim.traces.model import TraceJob
+from gpuq.snapshot.manifests import snapshot_of
+from gpuq.snapshot.runtimes import EXPECTED_DURATION, Profile
 
 DEFAULT_DURATION_S = 3600.0
 """Run time of a state workload that declares none, when the Scenario assumes none either."""

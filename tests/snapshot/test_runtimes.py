@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuq.forecast.runtimes import (
+from gpuq.snapshot.runtimes import (
     OVERDUE_FLOOR_S,
     EstimatorSettings,
     Finished,
@@ -120,7 +120,7 @@ def test_a_workload_size_counts_every_pod(
     pod_sets: list[tuple[str, int, dict[str, int]]], gpus: float
 ) -> None:
     from gpuq.core.model import PodSet, Workload
-    from gpuq.forecast.manifests import total_gpus
+    from gpuq.snapshot.manifests import total_gpus
 
     workload = Workload("team-a", "w", "q", tuple(PodSet(n, c, r) for n, c, r in pod_sets))
     assert total_gpus(workload) == gpus

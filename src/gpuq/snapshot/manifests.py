@@ -9,7 +9,6 @@ since its ``PodsReady`` condition (else since its quota reservation); the others
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpuq.api import kueue
@@ -17,9 +16,8 @@ from gpuq.api.kueue import parse_duration
 from gpuq.api.loader import LoadResult
 from gpuq.core.model import Workload
 from gpuq.core.nodes import gpu_demand
-from gpuq.forecast.forecast import PendingWorkload, RunningWorkload, Snapshot
-from gpuq.forecast.runtimes import EXPECTED_DURATION, USER_LABEL, Finished, Profile
-from gpuq.sim.traces.model import TraceJob
+from gpuq.snapshot.cluster import PendingWorkload, RunningWorkload, Snapshot
+from gpuq.snapshot.runtimes import EXPECTED_DURATION, USER_LABEL, Profile
 
 SUBMITTED_BY = "gpuq.dev/submitted-by"
 
@@ -132,13 +130,3 @@ def _pods_ready(model: kueue.Workload) -> float | None:
         ),
         None,
     )
-
-
-def history_of(jobs: Iterable[TraceJob]) -> list[Finished]:
-    """Finished runs from a trace (the generic CSV/JSONL or a public trace) to learn runtimes from:
-    each row's namespace, LocalQueue, size and duration (traces name no user beyond the namespace)."""
-    return [
-        Finished(Profile(job.namespace, job.queue, "", job.pods * job.gpu_milli / 1000), job.duration_s)
-        for job in jobs
-        if not job.failed
-    ]
