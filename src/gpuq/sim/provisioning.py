@@ -35,7 +35,7 @@ import bisect
 import heapq
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from gpuq.core.model import Workload
@@ -51,6 +51,9 @@ from gpuq.sim.series import StepSeries
 from gpuq.sim.simulator import JobRun, JobStatus, Simulation
 
 CLASS_LABEL = "cloud.google.com/compute-class"
+Handler = Callable[[str, int, float, Simulation], None]
+"""One kind of wake-up: called with its key (a node, workload, pool or trace index), its token
+(a node's epoch or a request's attempt, to ignore stale wake-ups), now and the simulation."""
 _BACKGROUND = frozenset({"notice", "interrupt", "trace", "stock"})
 _ACTIVE = (JobStatus.PENDING, JobStatus.ADMITTED, JobStatus.RUNNING)
 
@@ -113,6 +116,18 @@ class Provisioner:
         self._said: set[str] = set()
         self._consolidation_due: set[str] = set()
         self._sim: Simulation | None = None
+        self._handlers: dict[str, Handler] = {
+            "arrive": self._on_arrive,  # an ordered node joins
+            "served": self._on_served,  # the nodes ordered for a workload are all there
+            "idle": self._on_idle,  # a node has been empty for its pool's idleAfter
+            "consolidate": self._on_consolidate,  # a pool's consolidateAfter has passed
+            "stock": self._on_stock,  # a stock step begins
+            "notice": self._on_notice,  # a spot node gets its interruption notice
+            "interrupt": self._on_interrupt,  # the notice period is over: the node leaves
+            "trace": self._on_trace,  # an interruption of the trace
+            **self.queued.handlers(),  # ProvisioningRequests: ready, timeout, reclaim, window
+        }
+        """What each kind of wake-up (:meth:`push`) calls."""
 
     # ----------------------------------------------------------------- setup
     def start(self, sim: Simulation) -> None:
@@ -176,10 +191,7 @@ class Provisioner:
             _at, _seq, kind, key, token = heapq.heappop(self._heap)
             if kind in _BACKGROUND and not self._busy():
                 continue
-            if kind.startswith("q_"):
-                self.queued.handle(kind, key, token, now, sim)
-            else:
-                getattr(self, f"_on_{kind}")(key, token, now, sim)
+            self._handlers[kind](key, token, now, sim)
 
     def after_schedule(self, now: float, sim: Simulation) -> None:
         self.queued.settle(now, sim)
@@ -211,7 +223,7 @@ class Provisioner:
             workload = admitted.workload
             group = _group(workload)
             fitting = self.fitting_pools(workload, sim)
-            if self._on_upcoming(key, group, fitting, now):
+            if self._fit_on_upcoming(key, group, fitting, now):
                 continue
             policy = self.setup.classes.get(_class_of(workload, sim) or "")
             if policy is not None:
@@ -325,7 +337,7 @@ class Provisioner:
             self.push(ready, "arrive", name, self.epoch[name])
             self.push(ready, "served", key, 0)
 
-    def _on_upcoming(self, key: str, group: PodGroup, fitting: list[str], now: float) -> bool:
+    def _fit_on_upcoming(self, key: str, group: PodGroup, fitting: list[str], now: float) -> bool:
         """Place ``group`` on the room left on nodes already coming for others (earliest first), as
         the cluster autoscaler and Karpenter count upcoming nodes; True when every pod found room."""
         pools = set(fitting)

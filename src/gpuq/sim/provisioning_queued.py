@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gpuq.core.provisioning.options import PodShape
@@ -141,18 +142,35 @@ class QueuedProvisioning:
         for key in sorted(self.requests):
             self._try(key, now)
 
-    def handle(self, kind: str, key: str, token: int, now: float, sim: Simulation) -> None:
+    def handlers(self) -> dict[str, Callable[[str, int, float, Simulation], None]]:
+        """This part's events by kind, for :class:`~gpuq.sim.provisioning.Provisioner`'s table; each
+        is keyed by workload and ignored once the workload has no request."""
+        return {
+            "q_ready": self._on_ready,
+            "q_timeout": self._on_timeout,
+            "q_reclaim": self._on_reclaim,
+            "q_window": self._on_window,
+        }
+
+    def _on_ready(self, key: str, token: int, now: float, sim: Simulation) -> None:
         request = self.requests.get(key)
-        if request is None:
-            return
-        if kind == "q_ready" and token == request.attempt:
+        if request is not None and token == request.attempt:
             self._ready(key, request, now, sim)
-        elif kind == "q_timeout" and token == request.attempt and request.state == State.PENDING:
-            if key not in self.nodes:
-                self._failed(key, request, now, sim)
-        elif kind == "q_reclaim" and request.state == State.ADMITTED:
+
+    def _on_timeout(self, key: str, token: int, now: float, sim: Simulation) -> None:
+        request = self.requests.get(key)
+        if request is None or token != request.attempt or request.state != State.PENDING:
+            return
+        if key not in self.nodes:
+            self._failed(key, request, now, sim)
+
+    def _on_reclaim(self, key: str, _token: int, now: float, sim: Simulation) -> None:
+        request = self.requests.get(key)
+        if request is not None and request.state == State.ADMITTED:
             self._reclaim(key, request, now, sim)
-        elif kind == "q_window":
+
+    def _on_window(self, key: str, _token: int, now: float, _sim: Simulation) -> None:
+        if key in self.requests:
             self._try(key, now)
 
     def _ready(self, key: str, request: Request, now: float, sim: Simulation) -> None:
