@@ -338,4 +338,4 @@ def test_forecast_settings_reach_the_forecast(cluster: tuple[ClusterConfig, tupl
     )
     # b starts 50 after the probe (within 100), c 250 after (beyond).
     assert (result.overall.predictions, result.overall.beyond_horizon) == (1, 1)
-    assert made[0].runs["team-a/c"].status == JobStatus.FINISHED
+    assert made[0].runs["team-a/c"].status == JobStatus.SUCCEEDED

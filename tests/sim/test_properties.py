@@ -109,7 +109,7 @@ def test_simulation_laws(
     recorder = result.recorder
     for run in result.runs.values():
         # Every workload ends exactly once, finished, and its kept work is exactly its duration.
-        assert run.status == JobStatus.FINISHED and run.ended is not None
+        assert run.status == JobStatus.SUCCEEDED and run.ended is not None
         assert run.gpu_s == pytest.approx(run.job.duration_s * run.job.gpus + run.lost_gpu_s)
         assert run.lost_gpu_s >= 0 and run.preempted <= run.evictions
         assert run.first_admitted is not None and run.first_started is not None

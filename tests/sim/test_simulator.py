@@ -149,7 +149,7 @@ def test_hand_computed_timelines(
     result = simulate(cluster(tmp_path, **options), jobs)  # type: ignore[arg-type]
     for key, (admitted, started, ended) in expected.items():
         assert times(result, key) == (admitted, started, ended), key
-        assert result.runs[key].status == JobStatus.FINISHED
+        assert result.runs[key].status == JobStatus.SUCCEEDED
     for key, (preempted, lost_gpu_s) in losses.items():
         assert (result.runs[key].preempted, result.runs[key].lost_gpu_s) == (preempted, lost_gpu_s)
 

@@ -463,6 +463,70 @@ class Scheduler:
     def active_count(self) -> int:
         return sum(q.active_count for n, q in self.queues.items() if n not in self.inactive)
 
+    # ------------------------------------------------- what the lifecycle asks
+    def holds(self, key: str) -> bool:
+        """Whether ``key`` holds quota now."""
+        return key in self.state.admitted
+
+    def cluster_queue_of(self, key: str) -> str | None:
+        admitted = self.state.admitted.get(key)
+        return admitted.cluster_queue if admitted is not None else None
+
+    def admitted_workload(self, key: str) -> Workload | None:
+        """The workload as admitted (with its ``admission``), or None when it holds no quota."""
+        return self._admitted_workload(key)
+
+    def workload_of(self, key: str) -> Workload | None:
+        """The workload as the scheduler holds it (queued, or admitted)."""
+        return self.workloads.get(key)
+
+    def usage_of(self, key: str) -> dict[FlavorResource, int]:
+        admitted = self.state.admitted.get(key)
+        return dict(admitted.usage) if admitted is not None else {}
+
+    def checks_of(self, key: str) -> dict[str, CheckState]:
+        return dict(self.reserved_checks.get(key, {}))
+
+    def set_checks(self, key: str, states: dict[str, CheckState]) -> None:
+        """The admission checks of a workload that holds quota are now in ``states``."""
+        if key in self.state.admitted:
+            self.reserved_checks[key] = dict(states)
+
+    def requeue_inadmissible(self, cq_name: str) -> None:
+        """A requeue backoff in ``cq_name`` ended: its parked workloads may be tried again."""
+        queue = self.queues.get(cq_name)
+        if queue is not None:
+            queue.requeue_inadmissible()
+
+    def withdraw(self, key: str) -> None:
+        """Forget a workload that holds no quota (deleted while it waited)."""
+        workload = self.workloads.pop(key, None)
+        self.why.pop(key, None)
+        self.last_tried.pop(key, None)
+        self.unqueued.pop(key, None)
+        target = self.route(workload)[0] if workload is not None else None
+        queues = [self.queues[target]] if target is not None else list(self.queues.values())
+        for queue in queues:
+            queue.delete(key)
+
+    def bindings_of(self, key: str) -> tuple[PodBinding, ...]:
+        """Where ``key``'s pods are bound, in placement order (empty without nodes or a placement)."""
+        placement = self.placer.placements.get(key) if self.placer is not None else None
+        return placement.bindings if placement is not None else ()
+
+    def nodes_of(self, key: str) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(b.node for b in self.bindings_of(key)))
+
+    def holders_of(self, node: str) -> list[str]:
+        """Workloads with a pod bound on ``node``, by key."""
+        if self.placer is None or node not in self.placer.nodes:
+            return []
+        return sorted({pod.rsplit("/", 1)[0] for pod in self.placer.nodes[node].bound})
+
+    def set_node_down(self, node: str, down: bool) -> None:
+        if self.placer is not None:
+            self.placer.set_down(node, down)
+
 
 def _classical_key(entry: Entry) -> tuple[int, int, float, str]:
     """§3.5: less borrowing first, then higher priority, then earlier timestamp."""

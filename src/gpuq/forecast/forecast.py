@@ -207,7 +207,7 @@ def _continue(simulation: Simulation, settings: ForecastSettings) -> dict[str, O
     waiting: list[Waiting] = []
     outcomes: dict[str, Outcome] = {}
     for key, run in simulation.runs.items():
-        if run.status in (JobStatus.ADMITTED, JobStatus.RUNNING) and run.cluster_queue is not None:
+        if run.status.holds_quota and run.cluster_queue is not None:
             if run.started_at is not None:
                 started = run.started_at
             else:

@@ -27,8 +27,8 @@ ProfileOf = Callable[[SimJob], Profile]
 # Queue-depth bands: (lowest depth, name); a band runs up to the next one's lowest.
 BANDS: tuple[tuple[int, str], ...] = ((1, "1-9"), (10, "10-99"), (100, "100-999"), (1000, "1000+"))
 OVERALL = "all"
-HELD = (JobStatus.ADMITTED, JobStatus.RUNNING)
-ENDED = (JobStatus.FINISHED, JobStatus.FAILED)
+HELD = (JobStatus.QUOTA_RESERVED, JobStatus.ADMITTED, JobStatus.RUNNING)
+ENDED = (JobStatus.SUCCEEDED, JobStatus.FAILED)
 
 
 def default_profile(job: SimJob) -> Profile:

@@ -20,7 +20,7 @@ from gpuq.sim.simulator import JobRun, JobStatus, SimResult
 
 SCHEMA = "gpuq.dev/v1alpha1/SimulationMetrics"
 CDF_POINTS = 101
-ENDED = (JobStatus.FINISHED, JobStatus.FAILED)
+ENDED = (JobStatus.SUCCEEDED, JobStatus.FAILED)
 
 
 def quantiles(values: Sequence[float]) -> dict[str, Any]:
@@ -69,7 +69,7 @@ def group_stats(runs: Sequence[JobRun]) -> dict[str, Any]:
         "lost_gpu_hours": _round(math.fsum(r.lost_gpu_s for r in runs) / 3600),
         "submitted": len(runs),
         "admitted": sum(1 for r in runs if r.first_admitted is not None),
-        "finished": sum(1 for r in runs if r.status == JobStatus.FINISHED),
+        "finished": sum(1 for r in runs if r.status == JobStatus.SUCCEEDED),
         "failed": sum(1 for r in runs if r.status == JobStatus.FAILED),
         "preempted": sum(r.preempted for r in runs),
         "pending_at_end": sum(1 for r in runs if r.status == JobStatus.PENDING),
@@ -170,12 +170,12 @@ def _counts(runs: Sequence[JobRun]) -> dict[str, int]:
         "submitted": len(runs),
         "admitted": sum(1 for r in runs if r.first_admitted is not None),
         "started": sum(1 for r in runs if r.first_started is not None),
-        "finished": sum(1 for r in runs if r.status == JobStatus.FINISHED),
+        "finished": sum(1 for r in runs if r.status == JobStatus.SUCCEEDED),
         "failed": sum(1 for r in runs if r.status == JobStatus.FAILED),
-        "running_at_end": sum(1 for r in runs if r.status in (JobStatus.RUNNING, JobStatus.ADMITTED)),
+        "running_at_end": sum(1 for r in runs if r.status.holds_quota),
         "pending_at_end": sum(1 for r in runs if r.status == JobStatus.PENDING),
         "inadmissible": sum(1 for r in runs if r.status == JobStatus.INADMISSIBLE),
-        "deactivated": sum(1 for r in runs if r.status == JobStatus.DEACTIVATED),
+        "deactivated": sum(1 for r in runs if r.status == JobStatus.INACTIVE),
         "preemptions": sum(r.preempted for r in runs),
         "evictions": sum(r.evictions for r in runs),
     }

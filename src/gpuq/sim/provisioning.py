@@ -55,7 +55,7 @@ Handler = Callable[[str, int, float, Simulation], None]
 """One kind of wake-up: called with its key (a node, workload, pool or trace index), its token
 (a node's epoch or a request's attempt, to ignore stale wake-ups), now and the simulation."""
 _BACKGROUND = frozenset({"notice", "interrupt", "trace", "stock"})
-_ACTIVE = (JobStatus.PENDING, JobStatus.ADMITTED, JobStatus.RUNNING)
+_ACTIVE = (JobStatus.PENDING, JobStatus.QUOTA_RESERVED, JobStatus.ADMITTED, JobStatus.RUNNING)
 
 
 @dataclass(frozen=True, slots=True)
@@ -548,7 +548,7 @@ class Provisioner:
         )
         self.queued.retry_capacity(now, sim)
         self._migrate(now, sim)
-        sim._dirty = True
+        sim.life.mark_dirty()
 
     def _migrate(self, now: float, sim: Simulation) -> None:
         assert sim.placer is not None

@@ -240,11 +240,11 @@ class QueuedProvisioning:
         for key in stopped:
             request = self.requests.get(key)
             run = sim.runs[key]
-            if request is None or run.status in (JobStatus.ADMITTED, JobStatus.RUNNING):
+            if request is None or run.status.holds_quota:
                 continue
             if request.state == State.RETRY and run.status == JobStatus.PENDING:
                 continue  # evicted for its check's Retry: the next attempt comes with its next admission
-            if request.state == State.ADMITTED and run.status in (JobStatus.FINISHED, JobStatus.FAILED):
+            if request.state == State.ADMITTED and run.status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
                 step(request, Finish(), now)
             elif request.state in (State.PENDING, State.RETRY):
                 self.waiting.add(now, -1)

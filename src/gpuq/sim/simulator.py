@@ -23,13 +23,28 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from itertools import pairwise
-from typing import Protocol
+from typing import Any, Protocol
 
 from gpuq.core.admission import Scheduler
-from gpuq.core.cycles import FlappingDetector
-from gpuq.core.decisions import Admit, CycleResult
+from gpuq.core.decisions import CycleResult
+from gpuq.core.lifecycle import (
+    Effect,
+    Ended,
+    Lifecycle,
+    NodeDown,
+    NodeUp,
+    Released,
+    Reserved,
+    StartPods,
+    StateChanged,
+    StopPods,
+    Timer,
+    WakeAt,
+    WorkloadState,
+)
+from gpuq.core.lifecycle import events as ev
+from gpuq.core.lifecycle.machine import LifecycleSettings
 from gpuq.core.model import CheckState, ClusterConfig, Workload
 from gpuq.core.nodes import Node
 from gpuq.core.placement.engine import Placer, PodBinding
@@ -40,16 +55,11 @@ from gpuq.sim.jobs import SimJob
 from gpuq.sim.recorder import Recorder
 
 MAX_CYCLES_PER_PASS = 100_000
+_TIMERS = {EventKind.PODS_READY_TIMEOUT: Timer.PODS_READY, EventKind.REQUEUE: Timer.REQUEUE}
+_TIMER_EVENTS = {timer: kind for kind, timer in _TIMERS.items()}
 
 
-class JobStatus(StrEnum):
-    PENDING = "Pending"  # waiting in its queue
-    ADMITTED = "Admitted"  # holds quota; pods not all bound or still starting
-    RUNNING = "Running"
-    FINISHED = "Finished"
-    FAILED = "Failed"
-    DEACTIVATED = "Deactivated"  # waitForPodsReady backoff limit reached
-    INADMISSIBLE = "Inadmissible"  # no queue routes it (missing LocalQueue, stopped queue...)
+JobStatus = WorkloadState  # the one enum of workload states (gpuq.core.lifecycle.states)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +123,7 @@ class JobRun:
     usage: Mapping[FlavorResource, int] = field(default_factory=dict)
     reason: str = ""  # the last eviction or why it never ran
     held: bool = False  # holds quota, an admission check the provisioning hooks own is not Ready yet
+    bindings: tuple[PodBinding, ...] = ()  # where its pods run now (from the lifecycle's StartPods)
 
     @property
     def checkpoint_s(self) -> float | None:
@@ -208,6 +219,19 @@ class Simulation:
         self.scheduler = Scheduler(config, self.placer)
         if self.scheduler.binder is not None:
             self.scheduler.binder.explain_failures = False
+        settings_ = LifecycleSettings(instant_stops=True, max_cycles_per_pass=MAX_CYCLES_PER_PASS)
+        self.life = Lifecycle(self.scheduler, self, settings_)
+        self._effects: dict[type, Callable[[Any], None]] = {
+            Reserved: self._on_reserved,
+            StartPods: self._on_start_pods,
+            StateChanged: self._on_state_changed,
+            StopPods: self._on_stop_pods,
+            Released: self._on_released,
+            Ended: self._on_ended,
+            WakeAt: self._on_wake_at,
+            NodeUp: self._on_node_up,
+            NodeDown: self._on_node_down,
+        }
         self.recorder = Recorder(config)
         self.queue = EventQueue()
         self.jobs = sorted(jobs, key=lambda j: (j.workload.creation_time, j.workload.uid, j.key))
@@ -229,11 +253,8 @@ class Simulation:
         self.first_admissions = 0  # workloads admitted for the first time (residents not counted)
         self._next_probe = 0
         self._next_arrival = 0
-        self._dirty = False
-        self.passes = self.cycles = self.events = 0
+        self.events = 0
         self._now = 0.0
-        wait = config.scheduler.wait_for_pods_ready
-        self._ready_timeout = wait.timeout_s if wait.enable else None
 
     # ------------------------------------------------------------------- run
     def run(self) -> SimResult:
@@ -265,9 +286,7 @@ class Simulation:
                 self.services.on_time(now, self)
             if self.provisioning is not None:
                 self.provisioning.on_time(now, self)
-            if self._dirty:
-                self._dirty = False
-                self._schedule(now)
+            self.life.settle(now)
             if self.provisioning is not None:
                 self.provisioning.after_schedule(now, self)
             if self._stop_when is not None and self._stop_when(self):
@@ -285,6 +304,15 @@ class Simulation:
         return SimResult(
             self.runs, self.recorder, end, self.events, self.passes, self.cycles, capacity_mean, self.services
         )
+
+    @property
+    def passes(self) -> int:
+        """Scheduling passes run (a pass: cycles until quiet)."""
+        return self.life.passes
+
+    @property
+    def cycles(self) -> int:
+        return self.life.cycles
 
     @property
     def now(self) -> float:
@@ -324,33 +352,36 @@ class Simulation:
             run = JobRun(job, status=JobStatus.ADMITTED, remaining_s=resident.remaining_s)
             run.first_admitted = min(job.workload.quota_reserved_time or 0.0, 0.0)
             self.runs[job.key] = run
-            self.scheduler.submit(job.workload, placed=resident.bindings or None)
-            admitted = self.scheduler.state.admitted.get(job.key)
-            if admitted is None:  # its queue is gone or drains: it queues again
+            holds = self.life.adopt(
+                job.workload, 0.0, placed=resident.bindings or None, running=resident.started
+            )
+            if not holds:  # its queue is gone or drains: it queues again
                 run.first_admitted = None
-                run.cluster_queue = self.scheduler.route(job.workload)[0]
+                run.cluster_queue = self.life.lives[job.key].cluster_queue
                 if run.cluster_queue is None:
                     run.status = JobStatus.INADMISSIBLE
                 else:
+                    run.status = JobStatus.PENDING
                     self.recorder.team_pending(0.0, job.team, 1)
                 continue
-            run.cluster_queue = admitted.cluster_queue
-            run.usage = admitted.usage
-            self.recorder.queue_usage(0.0, run.cluster_queue, run.usage, 1)
+            cluster_queue = self.scheduler.cluster_queue_of(job.key)
+            assert cluster_queue is not None
+            run.cluster_queue = cluster_queue
+            run.usage = self.scheduler.usage_of(job.key)
+            self.recorder.queue_usage(0.0, cluster_queue, run.usage, 1)
             self.recorder.team_pending(0.0, job.team, 1)
             if job.key in self.scheduler.unplaced:
                 continue
-            if resident.started:
-                run.first_bound = run.first_started = min(job.workload.quota_reserved_time or 0.0, 0.0)
-                run.bound_at = 0.0
-                self.recorder.team_pending(0.0, job.team, -1)
-                self._nodes_changed(job.key, 0.0)
-                self.recorder.team_running(0.0, job.team, job.gpus)
-                self._running(run, 0.0)
-            else:
-                self._bound(run, 0.0)
-        if self._residents:
-            self._dirty = True
+            if not resident.started:
+                self.life.start(job.key, 0.0)
+                continue
+            run.first_bound = run.first_started = min(job.workload.quota_reserved_time or 0.0, 0.0)
+            run.bound_at = 0.0
+            run.bindings = self.scheduler.bindings_of(job.key)
+            self.recorder.team_pending(0.0, job.team, -1)
+            self._nodes_changed(job.key, 0.0)
+            self.recorder.team_running(0.0, job.team, job.gpus)
+            self._running(run, 0.0)
 
     def _next_time(self) -> float | None:
         queued = self.queue.peek_time()
@@ -388,91 +419,67 @@ class Simulation:
         if kind in (EventKind.NODE_DOWN, EventKind.NODE_UP):
             self._change_nodes(self.settings.node_changes[int(key)], now)
             return
+        timer = _TIMERS.get(kind)
+        if timer is not None:  # the lifecycle's own timers carry its token
+            self.life.handle(ev.TimerFired(key, timer, version, now))
+            return
         run = self.runs.get(key)
         if run is None or run.version != version:
             return  # cancelled
         if kind == EventKind.FINISH:
-            self._finish(run, now)
+            self.life.handle(ev.WorkDone(key, run.job.failed, now))
         elif kind == EventKind.STARTED:
-            self._running(run, now)
-        elif kind == EventKind.PODS_READY_TIMEOUT:
-            self._pods_ready_timeout(run, now)
-        elif kind == EventKind.REQUEUE:
-            assert run.cluster_queue is not None
-            self.scheduler.queues[run.cluster_queue].requeue_inadmissible()
-            self._dirty = True
+            self.life.handle(ev.PodsRunning(key, now))
 
     # -------------------------------------------------------------- arrivals
     def _arrive(self, job: SimJob, now: float) -> None:
         run = JobRun(job, remaining_s=job.duration_s)
         self.runs[job.key] = run
-        target, why = self.scheduler.route(job.workload)
-        if target is None:
-            run.status, run.reason = JobStatus.INADMISSIBLE, why
+        self.life.submit(job.workload, now)
+        life = self.life.lives[job.key]
+        run.cluster_queue = life.cluster_queue
+        if life.state == JobStatus.INADMISSIBLE:
+            run.status, run.reason = JobStatus.INADMISSIBLE, life.message
             return
-        run.cluster_queue = target
-        self.scheduler.submit(job.workload)
         self.recorder.team_pending(now, job.team, 1)
-        self._dirty = True
-        backoff = job.workload.requeue_at
-        if backoff is not None and backoff > now:  # a requeue backoff still running: it waits until then
-            self.queue.push(backoff, EventKind.REQUEUE, job.key, run.version)
 
-    # ------------------------------------------------------------- scheduling
-    def _schedule(self, now: float) -> None:
-        self.passes += 1
-        detector = FlappingDetector()
-        scheduler = self.scheduler
-        for _ in range(MAX_CYCLES_PER_PASS):
-            before = scheduler.active_count()
-            result, entries = scheduler.plan_cycle(now)
-            if not entries:
-                return
-            self.cycles += 1
-            if self.services is not None:  # disruption budgets protect serving replicas
-                result = self.services.filter_preemptions(result, self)
-            scheduler.apply(result, entries, now)
-            for decision in result.admitted:
-                self._admitted(decision, now)
-            for eviction in result.preempted:
-                self._evict(
-                    self.runs[eviction.workload], now, f"Preempted by {eviction.by} ({eviction.reason})"
-                )
-            if not result.changed and scheduler.active_count() == before:
-                return
-            if detector.observe(result) is not None:
-                return
+    # ------------------------------------------------- the lifecycle's hooks
+    def effect(self, effect: Effect) -> None:
+        """Apply one of the lifecycle's effects to the simulated cluster (LifecycleHooks)."""
+        handler = self._effects.get(type(effect))
+        if handler is not None:
+            handler(effect)
 
-    def _admitted(self, decision: Admit, now: float) -> None:
-        run = self.runs[decision.workload]
-        if decision.checks_pending:
-            # Admission checks pass at once (the capacity they stand for is modelled by the nodes),
-            # except those the provisioning hooks carry out (ProvisioningRequests): they stay Pending.
-            held = (
-                self.provisioning.hold_checks(run, decision.checks_pending, now, self)
-                if self.provisioning is not None
-                else set()
-            )
-            self.scheduler.reserved_checks[decision.workload] = {
-                name: CheckState.PENDING if name in held else CheckState.READY
-                for name in decision.checks_pending
-            }
-            run.held = bool(held)
-        run.status = JobStatus.ADMITTED
+    def hold_checks(self, key: str, checks: tuple[str, ...], at: float) -> set[str]:
+        """Admission checks pass at once (the capacity they stand for is modelled by the nodes), except
+        those the provisioning hooks carry out (ProvisioningRequests): they stay Pending."""
+        if self.provisioning is None:
+            return set()
+        return self.provisioning.hold_checks(self.runs[key], checks, at, self)
+
+    def vet(self, result: CycleResult, at: float) -> CycleResult:
+        """Disruption budgets protect serving replicas."""
+        return self.services.filter_preemptions(result, self) if self.services is not None else result
+
+    def _on_reserved(self, effect: Reserved) -> None:
+        run = self.runs[effect.key]
+        run.held = effect.state == JobStatus.QUOTA_RESERVED
+        run.status = effect.state
         run.version += 1
         if run.first_admitted is None:
-            run.first_admitted = now
+            run.first_admitted = effect.at
             self.first_admissions += 1
-        admitted = self.scheduler.state.admitted[decision.workload]
-        run.usage = admitted.usage
-        self.recorder.queue_usage(now, decision.cluster_queue, run.usage, 1)
-        if self._ready_timeout is not None:
-            self.queue.push(now + self._ready_timeout, EventKind.PODS_READY_TIMEOUT, run.job.key, run.version)
-        if decision.workload not in self.scheduler.unplaced and not run.held:
-            self._bound(run, now)
+        run.usage = effect.usage
+        self.recorder.queue_usage(effect.at, effect.admit.cluster_queue, run.usage, 1)
 
-    def _bound(self, run: JobRun, now: float) -> None:
-        """Every pod of ``run`` has a node: hold the GPUs, start after the start-up delay."""
+    def _on_wake_at(self, effect: WakeAt) -> None:
+        self.queue.push(effect.at, _TIMER_EVENTS[effect.timer], effect.key, effect.token)
+
+    def _on_start_pods(self, effect: StartPods) -> None:
+        """Every pod has a node: hold the GPUs, start after the start-up delay."""
+        run = self.runs[effect.key]
+        now = effect.at
+        run.bindings = effect.bindings
         run.bound_at = now
         self.recorder.team_pending(now, run.job.team, -1)
         if run.first_bound is None:
@@ -485,7 +492,15 @@ class Simulation:
         if startup > 0:
             self.queue.push(now + startup, EventKind.STARTED, run.job.key, run.version)
         else:
-            self._running(run, now)
+            self.life.handle(ev.PodsRunning(run.job.key, now))
+
+    def _on_state_changed(self, effect: StateChanged) -> None:
+        run = self.runs[effect.key]
+        if effect.state == JobStatus.RUNNING:
+            self._running(run, effect.at)
+        else:
+            run.status = effect.state
+            run.held = effect.state == JobStatus.QUOTA_RESERVED
 
     def _running(self, run: JobRun, now: float) -> None:
         run.status = JobStatus.RUNNING
@@ -515,11 +530,8 @@ class Simulation:
     def _nodes_changed(self, key: str, now: float) -> None:
         if self.placer is None:
             return
-        placement = self.placer.placements.get(key)
-        if placement is None:
-            return
         nodes = self.placer.nodes
-        for name in dict.fromkeys(b.node for b in placement.bindings):
+        for name in dict.fromkeys(b.node for b in self.runs[key].bindings):
             self.recorder.node_changed(now, nodes[name])
 
     # ------------------------------------------------------------- stopping
@@ -533,7 +545,7 @@ class Simulation:
         if run.bound_at is not None:
             held = now - run.bound_at
             run.gpu_s += held * run.job.gpus
-            run.cost += self._cost(run.job.key, held)
+            run.cost += self._cost(run, held)
             self.recorder.team_running(now, run.job.team, -run.job.gpus)
         assert run.cluster_queue is not None
         self.recorder.queue_usage(now, run.cluster_queue, run.usage, -1)
@@ -541,30 +553,20 @@ class Simulation:
         run.version += 1
         return ran
 
-    def _cost(self, key: str, held_s: float) -> float:
+    def _cost(self, run: JobRun, held_s: float) -> float:
         if self.placer is None or held_s <= 0:
             return 0.0
-        placement = self.placer.placements.get(key)
-        if placement is None:
-            return 0.0
         total = 0.0
-        for binding in placement.bindings:
+        for binding in run.bindings:
             shape, _ = self.placer.nodes[binding.node].bound[binding.pod]
             share = shape.gpu.total_milli / 1000
             total += share * self.recorder.price_per_gpu_hour(binding.node)
         return total * held_s / 3600
 
-    def _finish(self, run: JobRun, now: float) -> None:
-        written = self._checkpoints_in(run, run.remaining_s)
-        run.checkpoints += written
-        run.checkpoint_overhead_s += written * run.job.checkpoint_cost_s
-        self._stop(run, now)
-        run.remaining_s = 0.0
-        run.status = JobStatus.FAILED if run.job.failed else JobStatus.FINISHED
-        run.ended = now
-        self._released(run.job.key, now, lambda: self.scheduler.finish(run.job.key))
-
-    def _evict(self, run: JobRun, now: float, reason: str, requeue_at: float | None = None) -> None:
+    def _on_stop_pods(self, effect: StopPods) -> None:
+        """An eviction: the work since the last checkpoint is lost; the pods stop at once."""
+        run = self.runs[effect.key]
+        now = effect.at
         was_bound = run.bound_at is not None
         ran = self._stop(run, now)
         checkpoint, cost = self._checkpointing(run)
@@ -579,52 +581,45 @@ class Simulation:
             run.remaining_s -= saved
             run.lost_gpu_s += (ran - saved) * run.job.gpus
         run.evictions += 1
-        if reason.startswith("Preempted"):
+        if effect.reason == "Preempted":
             run.preempted += 1
-        run.reason = reason
+        elif effect.reason == "PodsReadyTimeout":
+            run.ready_timeouts += 1
+        run.reason = effect.message
         if was_bound:
             self.recorder.team_pending(now, run.job.team, 1)
         run.status = JobStatus.PENDING
-        self._released(run.job.key, now, lambda: self.scheduler.evict(run.job.key, now, requeue_at))
+        run.held = False
 
-    def _released(self, key: str, now: float, release: Callable[[], None]) -> None:
-        """Free ``key``'s nodes through ``release``; pods waiting for room may now be bound."""
-        waiting = set(self.scheduler.unplaced) if self.scheduler.unplaced else set()
-        nodes = (
-            dict.fromkeys(b.node for b in placement.bindings)
-            if self.placer is not None and (placement := self.placer.placements.get(key)) is not None
-            else {}
-        )
-        release()
+    def _on_released(self, effect: Released) -> None:
+        run = self.runs.get(effect.key)
+        if run is not None:
+            run.bindings = ()
         if self.placer is not None:
-            for name in nodes:
-                self.recorder.node_changed(now, self.placer.nodes[name])
-        waiting.discard(key)
-        for bound in sorted(waiting - set(self.scheduler.unplaced)):
-            run = self.runs[bound]
-            if run.status == JobStatus.ADMITTED and run.bound_at is None and not run.held:
-                self._bound(run, now)
-        self._dirty = True
+            for name in effect.nodes:
+                self.recorder.node_changed(effect.at, self.placer.nodes[name])
 
-    def _pods_ready_timeout(self, run: JobRun, now: float) -> None:
-        """waitForPodsReady: admitted ``timeout`` ago and still not running (kueue-semantics §8.2)."""
-        if run.status != JobStatus.ADMITTED:
-            return
-        wait = self.config.scheduler.wait_for_pods_ready
-        run.ready_timeouts += 1
-        limit = wait.requeuing_backoff_limit_count
-        if limit is not None and run.ready_timeouts > limit:
+    def _on_ended(self, effect: Ended) -> None:
+        run = self.runs[effect.key]
+        now = effect.at
+        if effect.cause == "work":
+            written = self._checkpoints_in(run, run.remaining_s)
+            run.checkpoints += written
+            run.checkpoint_overhead_s += written * run.job.checkpoint_cost_s
             self._stop(run, now)
+            run.remaining_s = 0.0
+        elif effect.previous == JobStatus.PENDING:  # withdrawn while it waited
             self.recorder.team_pending(now, run.job.team, -1)
-            run.status, run.ended = JobStatus.DEACTIVATED, now
-            run.reason = f"deactivated after {limit} requeues for PodsReadyTimeout"
-            self._released(run.job.key, now, lambda: self.scheduler.finish(run.job.key))
-            return
-        backoff = min(
-            wait.requeuing_backoff_base_s * 2 ** (run.ready_timeouts - 1), wait.requeuing_backoff_max_s
-        )
-        self._evict(run, now, "PodsReadyTimeout", requeue_at=now + backoff)
-        self.queue.push(now + backoff, EventKind.REQUEUE, run.job.key, run.version)
+            run.version += 1
+        elif effect.previous.holds_quota:
+            if run.bound_at is None:
+                self.recorder.team_pending(now, run.job.team, -1)
+            self._stop(run, now)
+        if effect.reason == "PodsReadyTimeout":
+            run.ready_timeouts += 1
+        if effect.message or effect.cause != "work":
+            run.reason = effect.message
+        run.status, run.ended, run.held = effect.state, now, False
 
     # ----------------------------------------------------------------- nodes
     def _change_nodes(self, change: NodeChange, now: float, reason: str = "") -> None:
@@ -635,26 +630,23 @@ class Simulation:
             wanted_down = change.action == "add"
             candidates = [n for n in members if (n in self._down) == wanted_down]
             names += candidates[: change.count] if change.action == "add" else candidates[-change.count :]
-        for name in names:
-            if change.action == "remove" and name not in self._down:
-                self._take_down(name, now, reason)
-            elif change.action == "add" and name in self._down:
-                self._down.discard(name)
-                self.placer.set_down(name, False)
-                self.recorder.node_up(now, self.placer.nodes[name], self.prices.get(name, 0.0))
         if change.action == "add":
-            self._released("", now, self.scheduler.nodes_added)
-        self._dirty = True
+            back = [name for name in names if name in self._down]
+            self._down.difference_update(back)
+            self.life.handle(ev.NodesAdded(tuple(back), now))
+        else:
+            for name in names:
+                if name not in self._down:
+                    self.life.handle(ev.NodeLost(name, reason, now))
+        self.life.mark_dirty()
 
-    def _take_down(self, name: str, now: float, reason: str = "") -> None:
+    def _on_node_up(self, effect: NodeUp) -> None:
         assert self.placer is not None
-        # Evicting frees the node, and pods waiting for room may be bound to it at once: repeat.
-        while holders := sorted({pod.rsplit("/", 1)[0] for pod in self.placer.nodes[name].bound}):
-            for key in holders:
-                self._evict(self.runs[key], now, reason or f"NodeFailures: node {name} was removed")
-        self._down.add(name)
-        self.recorder.node_down(now, name)
-        self.placer.set_down(name, True)
+        self.recorder.node_up(effect.at, self.placer.nodes[effect.node], self.prices.get(effect.node, 0.0))
+
+    def _on_node_down(self, effect: NodeDown) -> None:
+        self._down.add(effect.node)
+        self.recorder.node_down(effect.at, effect.node)
 
     # ---------------------------------------------------------- provisioning
     def add_node(self, name: str, now: float) -> None:
@@ -669,12 +661,10 @@ class Simulation:
     def check_ready(self, key: str, now: float) -> None:
         """The provisioning hooks' admission checks of ``key`` are Ready: its pods start when bound."""
         run = self.runs[key]
-        states = self.scheduler.reserved_checks.get(key)
-        if states is not None:
-            self.scheduler.reserved_checks[key] = dict.fromkeys(states, CheckState.READY)
+        states = self.scheduler.checks_of(key)
         run.held = False
-        if run.status == JobStatus.ADMITTED and run.bound_at is None and key not in self.scheduler.unplaced:
-            self._bound(run, now)
+        if states:
+            self.life.handle(ev.ChecksChanged(key, dict.fromkeys(states, CheckState.READY), now))
 
     def evict(
         self, key: str, now: float, reason: str, deactivate: bool = False, requeue_at: float | None = None
@@ -682,20 +672,8 @@ class Simulation:
         """Evict ``key`` (flex-start cap, calendar window end, check Retry); with ``requeue_at`` it
         waits in its queue until then (a Retry's backoff); with ``deactivate`` it leaves its queue for
         good (an admission check Rejected it, as Kueue deactivates it)."""
-        run = self.runs[key]
-        if run.status not in (JobStatus.ADMITTED, JobStatus.RUNNING):
-            return
-        run.held = False
-        if not deactivate:
-            self._evict(run, now, reason, requeue_at=requeue_at)
-            if requeue_at is not None:
-                self.queue.push(requeue_at, EventKind.REQUEUE, key, run.version)
-            return
-        if run.bound_at is None:
-            self.recorder.team_pending(now, run.job.team, -1)
-        self._stop(run, now)
-        run.status, run.ended, run.reason = JobStatus.DEACTIVATED, now, reason
-        self._released(key, now, lambda: self.scheduler.finish(key))
+        self.runs[key].held = False
+        self.life.handle(ev.EvictionRequested(key, reason, now, requeue_at, deactivate))
 
     # -------------------------------------------------------------- services
     def submit(self, job: SimJob, now: float) -> None:
@@ -703,20 +681,12 @@ class Simulation:
         self._arrive(job, now)
 
     def withdraw(self, key: str, now: float, reason: str) -> None:
-        """Delete a workload wherever it is (a replica scaled away): it ends as Finished."""
+        """Delete a workload wherever it is (a replica scaled away): it ends as Succeeded."""
         run = self.runs[key]
-        if run.status == JobStatus.PENDING and run.cluster_queue is not None:
-            self.scheduler.queues[run.cluster_queue].delete(key)
-            self.scheduler.workloads.pop(key, None)
-            self.scheduler.why.pop(key, None)
-            self.recorder.team_pending(now, run.job.team, -1)
-            run.version += 1
-        elif run.status in (JobStatus.ADMITTED, JobStatus.RUNNING):
-            if run.bound_at is None:
-                self.recorder.team_pending(now, run.job.team, -1)
-            self._stop(run, now)
-            self._released(key, now, lambda: self.scheduler.finish(key))
-        run.status, run.ended, run.reason = JobStatus.FINISHED, now, reason
+        if self.life.state_of(key) is None:  # ended already
+            run.status, run.ended, run.reason = JobStatus.SUCCEEDED, now, reason
+            return
+        self.life.handle(ev.Withdrawn(key, reason, now))
 
     def _close(self, end: float) -> None:
         """Account for what still runs at the end of the simulated span."""
@@ -728,5 +698,5 @@ class Simulation:
             if run.bound_at is not None:
                 held = end - run.bound_at
                 run.gpu_s += held * run.job.gpus
-                run.cost += self._cost(run.job.key, held)
+                run.cost += self._cost(run, held)
         self.recorder.close(end)
