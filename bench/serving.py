@@ -21,9 +21,9 @@ from gpuq.api.loader import load_texts
 from gpuq.api.serving_scenario import ServingSection
 from gpuq.core.autoscaling.keda import ScaledObjectSpec
 from gpuq.core.autoscaling.spec import ControllerConfig
-from gpuq.sim.serving import ServingFleet, ServingPlan
-from gpuq.sim.serving_plan import serving_plan
-from gpuq.sim.serving_report import serving_metrics
+from gpuq.sim.serving.fleet import ServingFleet, ServingPlan
+from gpuq.sim.serving.plan import serving_plan
+from gpuq.sim.serving.report import serving_metrics
 from gpuq.sim.simulator import SimSettings, Simulation
 
 MINUTE = ControllerConfig(sync_period_s=60)

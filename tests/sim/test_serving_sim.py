@@ -12,9 +12,9 @@ from gpuq.api.loader import load_texts
 from gpuq.api.serving_scenario import ServingSection
 from gpuq.core.model import PodSet, Workload
 from gpuq.sim.jobs import SimJob
-from gpuq.sim.serving import ServiceRun, ServingFleet
-from gpuq.sim.serving_model import LatencyBook, erlang_c, steady
-from gpuq.sim.serving_plan import serving_plan
+from gpuq.sim.serving.fleet import ServiceRun, ServingFleet
+from gpuq.sim.serving.plan import serving_plan
+from gpuq.sim.serving.replica_model import LatencyBook, erlang_c, steady
 from gpuq.sim.simulator import JobStatus, SimResult, SimSettings, Simulation
 
 

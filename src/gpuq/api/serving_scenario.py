@@ -47,7 +47,7 @@ class Burst(Strict):
 class TrafficGenerator(Strict):
     """``rate(t) = base + (peak - base)·(1 + cos(2π (t - peakAt) / period)) / 2`` (``peak`` at
     ``peakAt``, ``base`` half a period away), plus bursts, times a seeded noise factor
-    ``1 + noise·u``, u uniform in [-1, 1), drawn per step (:mod:`gpuq.sim.serving_traffic`)."""
+    ``1 + noise·u``, u uniform in [-1, 1), drawn per step (:mod:`gpuq.sim.serving.traffic`)."""
 
     base_rps: _Rate
     peak_rps: _Rate | None = None

@@ -24,9 +24,9 @@ from gpuq.sim.scenario import (
     plan_scenario,
     prepare,
 )
-from gpuq.sim.serving_report import ROWS as SERVING_ROWS
-from gpuq.sim.serving_report import batch_only, serving_metrics
-from gpuq.sim.serving_report import cell as serving_cell
+from gpuq.sim.serving.report import ROWS as SERVING_ROWS
+from gpuq.sim.serving.report import batch_only, serving_metrics
+from gpuq.sim.serving.report import cell as serving_cell
 from gpuq.sim.simulator import SimResult
 from gpuq.sim.traces.model import BadRow, TraceError
 
@@ -309,7 +309,7 @@ def _print_provisioning(variants: list[dict[str, Any]]) -> None:
 
 
 def _print_serving(variants: list[dict[str, Any]]) -> None:
-    """Per service, the variants side by side (gpuq.sim.serving_report)."""
+    """Per service, the variants side by side (gpuq.sim.serving.report)."""
     table = Table(title="Serving: per service (latency, SLO attainment, replicas, GPU-hours, cost)")
     table.add_column("")
     for v in variants:

@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
-from gpuq.sim.serving_report import services_table
+from gpuq.sim.serving.report import services_table
 
 _DASH = "–"
 # Tableau 10: distinct in print and for the common colour-vision deficiencies.

@@ -37,8 +37,8 @@ from gpuq.sim.initial_state import InitialState, StateSource, initial_state, lat
 from gpuq.sim.jobs import SimJob, to_sim_jobs, unplaceable
 from gpuq.sim.provisioning import Provisioner
 from gpuq.sim.provisioning_setup import ProvisioningSetup, provisioning_setup, spare_nodes, unserved_flavors
-from gpuq.sim.serving import ServingFleet, ServingPlan
-from gpuq.sim.serving_plan import ServingPlanError, serving_plan
+from gpuq.sim.serving.fleet import ServingFleet, ServingPlan
+from gpuq.sim.serving.plan import ServingPlanError, serving_plan
 from gpuq.sim.simulator import NodeChange, Resident, SimSettings, Simulation
 from gpuq.sim.traces.model import BadRow, TraceRead
 
@@ -95,7 +95,7 @@ class PreparedVariant:
     residents: tuple[Resident, ...] = ()  # the initial state's workloads holding quota at 0
     state_warnings: tuple[Diagnostic, ...] = ()  # what the initial state assumed
     notes: tuple[str, ...] = ()  # trace rows the initial state replaces
-    serving: ServingPlan | None = None  # autoscaled services (spec.serving), see gpuq.sim.serving
+    serving: ServingPlan | None = None  # autoscaled services (spec.serving), see gpuq.sim.serving.fleet
     provisioning: ProvisioningSetup | None = None  # spec.provisioning, see gpuq.sim.provisioning
 
     def simulation(

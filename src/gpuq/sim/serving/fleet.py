@@ -12,7 +12,7 @@ hooks). For every service it:
    a node the cluster autoscaler would have had to create), image pull (skipped where the node
    already pulled the image), model load (``cachedModelLoad`` where the node's cache holds the
    model, or every node when ``preloaded``) and the readiness delay;
-3. integrates the traffic over time with the replica model (:mod:`gpuq.sim.serving_model`), in
+3. integrates the traffic over time with the replica model (:mod:`gpuq.sim.serving.replica_model`), in
    segments bounded by traffic steps and by changes in ready replicas;
 4. every sync period (``--horizontal-pod-autoscaler-sync-period``, 15 s; KEDA polls inside it
    per ``pollingInterval``) reads the servers' metrics from the current load and calls
@@ -41,8 +41,8 @@ from gpuq.core.disruption_budgets import Protected, vet_preemptions
 from gpuq.core.model import Workload
 from gpuq.core.nodes import GPU, GPU_MILLI
 from gpuq.sim.jobs import SimJob
-from gpuq.sim.serving_metrics import observe
-from gpuq.sim.serving_model import LatencyBook, steady
+from gpuq.sim.serving.modelled_metrics import observe
+from gpuq.sim.serving.replica_model import LatencyBook, steady
 
 if TYPE_CHECKING:
     from gpuq.sim.simulator import JobRun, Simulation

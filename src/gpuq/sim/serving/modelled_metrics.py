@@ -1,7 +1,7 @@
 """What the servers' metrics read at a load: the observation an HPA or KEDA sync is given.
 
 From the current step's rate ``λ``, the ``R`` ready replicas and the queued requests ``B``
-(:mod:`gpuq.sim.serving_model`), with ``ρ = λ / (R·μ)``:
+(:mod:`gpuq.sim.serving.replica_model`), with ``ρ = λ / (R·μ)``:
 
 | metric | kind | value |
 | --- | --- | --- |
@@ -33,10 +33,10 @@ from gpuq.core.autoscaling.keda import ScaledObjectSpec
 from gpuq.core.autoscaling.replicas import MetricReading, ObjectMetric, Pod, PodMetrics, PodPhase
 from gpuq.core.autoscaling.serving_metrics import SERVICE_TOTALS
 from gpuq.core.autoscaling.spec import MetricSourceType
-from gpuq.sim.serving_model import steady
+from gpuq.sim.serving.replica_model import steady
 
 if TYPE_CHECKING:
-    from gpuq.sim.serving import Replica, ServiceRun
+    from gpuq.sim.serving.fleet import Replica, ServiceRun
 
 PER_POD = (
     "vllm:num_requests_running",

@@ -5,7 +5,7 @@
    namespaces); the revisions of a KServe canary share their service's entry. A service without an
    entry, or an entry without a service, is an error: traffic must be said, not guessed.
 3. Each metric an autoscaler reads must be one the simulator produces
-   (:data:`gpuq.sim.serving_metrics.KNOWN`), and each priority class must exist.
+   (:data:`gpuq.sim.serving.modelled_metrics.KNOWN`), and each priority class must exist.
 4. Rates come per step from the trace or generator, times the revision's traffic share.
 """
 
@@ -19,9 +19,9 @@ from gpuq.api.loader import LoadResult
 from gpuq.api.serving import ServiceSpec, build_services
 from gpuq.api.serving_scenario import ServiceTraffic, ServingSection
 from gpuq.core.autoscaling.keda import ScaledObjectSpec
-from gpuq.sim.serving import ServicePlan, ServingPlan
-from gpuq.sim.serving_metrics import KNOWN, resolve
-from gpuq.sim.serving_traffic import TrafficError, rate_steps
+from gpuq.sim.serving.fleet import ServicePlan, ServingPlan
+from gpuq.sim.serving.modelled_metrics import KNOWN, resolve
+from gpuq.sim.serving.traffic import TrafficError, rate_steps
 
 
 class ServingPlanError(ValueError):

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from gpuq.sim.serving import ServiceRun, ServingFleet
+from gpuq.sim.serving.fleet import ServiceRun, ServingFleet
 from gpuq.sim.simulator import SimResult
 
 
