@@ -18,8 +18,8 @@ import yaml
 from gpuq.run.executors.local import LocalExecutor
 from gpuq.run.gpus import local_node
 from gpuq.run.loop import ControlLoop
-from gpuq.run.router import Router
-from gpuq.run.serving import ServiceController
+from gpuq.run.serving.controller import ServiceController
+from gpuq.run.serving.router import Router
 from gpuq.run.store import Store
 
 CONFIG = """

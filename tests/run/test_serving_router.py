@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 import httpx
 import pytest
 
-from gpuq.run.router import RouteError, Router
+from gpuq.run.serving.router import RouteError, Router
 
 Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
 

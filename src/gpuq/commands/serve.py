@@ -30,7 +30,7 @@ from gpuq.snapshot.runtimes import EstimatorSettings
 
 if TYPE_CHECKING:
     from gpuq.run.loop import ControlLoop
-    from gpuq.run.router import Router
+    from gpuq.run.serving.router import Router
     from gpuq.run.xid import XidWatcher
     from gpuq.server.runner import GpuMonitor
 
@@ -164,7 +164,7 @@ def serve(
     in front of live services."""
     import uvicorn
 
-    from gpuq.run.router import Router
+    from gpuq.run.serving.router import Router
     from gpuq.server.app import create_app
     from gpuq.server.auth import ensure_admin
     from gpuq.server.context import client_address, context_path, write_context
@@ -357,7 +357,7 @@ def _loop_factory(
     from gpuq.run.executors.base import Executor
     from gpuq.run.executors.local import LocalExecutor
     from gpuq.run.loop import ControlLoop
-    from gpuq.run.serving import ServiceController
+    from gpuq.run.serving.controller import ServiceController
 
     def make(store: Store) -> ControlLoop:
         executor: Executor

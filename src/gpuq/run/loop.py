@@ -51,7 +51,7 @@ from gpuq.run.pods import PodState, Tracked, kill_leftover, pod_key, pod_launch,
 from gpuq.run.store import ConditionRecord, Store, WorkloadChange, WorkloadRecord
 
 if TYPE_CHECKING:
-    from gpuq.run.serving import ServiceController
+    from gpuq.run.serving.controller import ServiceController
 
 ACTIVE = ("Pending", "QuotaReserved", "Admitted", "Running")
 KUEUE_KINDS = frozenset(

@@ -19,8 +19,8 @@ from prometheus_client.registry import Collector
 from gpuq.core.quantity import MILLI_RESOURCES
 from gpuq.run.gpus import GPUTelemetry
 from gpuq.run.loop import ControlLoop
-from gpuq.run.router import LATENCY_BUCKETS_S
-from gpuq.run.serving import ServiceController
+from gpuq.run.serving.controller import ServiceController
+from gpuq.run.serving.router import LATENCY_BUCKETS_S
 
 WAIT_BUCKETS = (
     1.0,

@@ -17,7 +17,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from gpuq import __version__
 from gpuq.core.nodes import Node
-from gpuq.run.router import Router
+from gpuq.run.serving.router import Router
 from gpuq.run.store import Store, UserRecord
 from gpuq.server import dashboard, views
 from gpuq.server.auth import NODE, authorize, bearer_user

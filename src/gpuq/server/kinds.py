@@ -39,7 +39,7 @@ SERVING_KINDS: dict[str, str] = {
     "PodDisruptionBudget": "poddisruptionbudgets",
 }
 """Serving objects (``gpuq.api.serving``), stored as namespaced objects: the leader's service controller
-(``gpuq.run.serving``) runs them as live services."""
+(``gpuq.run.serving.controller``) runs them as live services."""
 
 NAMESPACED_KINDS: dict[str, str] = {"LocalQueue": "localqueues", **SERVING_KINDS}
 """Namespaced kinds -> plural: ``.../namespaces/<ns>/<plural>/<name>``."""

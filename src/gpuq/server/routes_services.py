@@ -6,7 +6,7 @@
   rescale. They come from the leader's service controller; a follower answers
   ``available: false``.
 - ``/services/<ns>/<name>/<path>`` (any method): the request is routed to the service's replicas
-  by :class:`gpuq.run.router.Router` with ``<path>`` unchanged (``/v1/chat/completions``...). It
+  by :class:`gpuq.run.serving.router.Router` with ``<path>`` unchanged (``/v1/chat/completions``...). It
   takes the same bearer token as the API, so an OpenAI client's API key is a gpuq token; a member
   may call the services of its namespaces.
 """
@@ -20,7 +20,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from gpuq.run.router import RouteError, Router
+from gpuq.run.serving.router import RouteError, Router
 from gpuq.run.store import Store, UserRecord
 from gpuq.server.auth import authorize, bearer_user, readable_namespaces
 from gpuq.server.errors import ApiError, not_found

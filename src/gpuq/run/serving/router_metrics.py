@@ -1,6 +1,6 @@
 """What a live autoscaler sync reads: the router's measurements as HPA metric readings or KEDA values.
 
-The router (:mod:`gpuq.run.router`) sees every request of a service, so it measures:
+The router (:mod:`gpuq.run.serving.router`) sees every request of a service, so it measures:
 
 | metric | kind | live value |
 | --- | --- | --- |

@@ -1,8 +1,8 @@
 """One live autoscaler sync: the router's measurements through :mod:`gpuq.core.autoscaling`.
 
 The same ``hpa.decide`` / ``keda.decide`` the simulator calls, on what the router measured
-(:mod:`gpuq.run.serving_metrics`) and the replicas' real states. A ScaledObject that may scale to
-zero gets one more trigger, :data:`~gpuq.run.serving_metrics.ROUTER_TRIGGER`, active while the
+(:mod:`gpuq.run.serving.router_metrics`) and the replicas' real states. A ScaledObject that may scale to
+zero gets one more trigger, :data:`~gpuq.run.serving.router_metrics.ROUTER_TRIGGER`, active while the
 router holds requests; its target is so large that it never asks for more than one replica. When
 requests are held and the service has no replica, the controller runs a sync at once with the
 poll due (:func:`activate`): KEDA's activation without waiting for ``pollingInterval``.
@@ -17,7 +17,7 @@ from gpuq.core.autoscaling import hpa, keda
 from gpuq.core.autoscaling.keda import ScaledObjectSpec, ScaledObjectState, Trigger
 from gpuq.core.autoscaling.replicas import Pod
 from gpuq.core.autoscaling.spec import HPASpec
-from gpuq.run.serving_metrics import ROUTER_TRIGGER, Load, hpa_readings, keda_readings
+from gpuq.run.serving.router_metrics import ROUTER_TRIGGER, Load, hpa_readings, keda_readings
 
 AutoscalerState = hpa.HPAState | ScaledObjectState
 _NEVER_MORE_THAN_ONE_MILLI = 10**12

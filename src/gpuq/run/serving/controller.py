@@ -7,13 +7,13 @@ A :class:`ServiceController` rides on the leader's :class:`~gpuq.run.loop.Contro
    HPAs, ScaledObjects, InferenceServices and PodDisruptionBudgets are read by the same
    :func:`gpuq.api.serving.build_services` the simulator uses; a new service adopts the replica
    workloads a previous leader left in the store, a deleted one loses its replicas;
-2. follows each replica (a ``v1`` Pod workload, :mod:`gpuq.run.serving_replicas`) through the
+2. follows each replica (a ``v1`` Pod workload, :mod:`gpuq.run.serving.replica_pod`) through the
    loop: Pending (waiting for quota, with Kueue's reason in the workload's message), Admitted,
    Starting (its process runs), Ready (its readiness probe passed); a replica whose workload ended
    is forgotten (and replaced, as a ReplicaSet replaces a pod);
 3. probes the starting and ready replicas on a small thread pool (never blocking the step);
 4. activates a service at zero whose requests the router holds, at once, and otherwise every sync
-   period runs its HPA or KEDA sync (:mod:`gpuq.run.serving_autoscale`) on the router's measurements;
+   period runs its HPA or KEDA sync (:mod:`gpuq.run.serving.autoscale`) on the router's measurements;
 5. reconciles the count: new replicas are submitted to the store as Pending workloads (the loop
    admits them through the Kueue engine, so they count against their ClusterQueue and a
    scale-up beyond quota waits with Kueue's reason); on scale-down, replicas are removed in the
@@ -43,10 +43,8 @@ from gpuq.api.serving import Autoscaler, ServiceSpec, build_services
 from gpuq.core.autoscaling.replicas import Pod, PodPhase
 from gpuq.core.decisions import CycleResult
 from gpuq.core.disruption_budgets import Protected, vet_preemptions
-from gpuq.run.router import Router
-from gpuq.run.serving_autoscale import AutoscalerState, activate, live_autoscaler, sync, sync_period_s
-from gpuq.run.serving_metrics import Load
-from gpuq.run.serving_replicas import (
+from gpuq.run.serving.autoscale import AutoscalerState, activate, live_autoscaler, sync, sync_period_s
+from gpuq.run.serving.replica_pod import (
     PORT_ANNOTATION,
     REVISION_LABEL,
     Probe,
@@ -57,6 +55,8 @@ from gpuq.run.serving_replicas import (
     probe_once,
     replica_manifest,
 )
+from gpuq.run.serving.router import Router
+from gpuq.run.serving.router_metrics import Load
 from gpuq.run.store import Store, StoreConflict
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ One :class:`Router` per ``gpuq serve`` process serves every service at
 ``/services/<namespace>/<name>/<path>`` on the API server (:mod:`gpuq.server.routes_services`); the
 path after the prefix is passed through unchanged, so OpenAI clients use
 ``base_url=http://HOST:PORT/services/<ns>/<name>/v1``. The service controller
-(:mod:`gpuq.run.serving`) tells it each service's revisions and ready replicas; the router tells
+(:mod:`gpuq.run.serving.controller`) tells it each service's revisions and ready replicas; the router tells
 the controller what traffic it sees. For one request (:meth:`Router.handle`):
 
 1. choose the revision: smooth weighted round robin over the revisions' traffic percents (a
