@@ -1,4 +1,4 @@
-"""Admission checks (kueue-semantics §3.3, §10.1-10.3): quota reservation before admission."""
+"""Admission checks (Kueue: pkg/workload/admissionchecks.go): quota reservation before admission."""
 
 from __future__ import annotations
 

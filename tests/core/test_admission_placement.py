@@ -158,7 +158,7 @@ def test_nodes_freed_by_another_cohort_wake_a_topology_blocked_queue() -> None:
     assert "team/wants-a-rack" in run_cycles(s).admitted
 
 
-# ------------------------------------------------------------------ preemption for topology (§11.8)
+# ------------------------------------------------------------------ preemption for topology
 def preempting_scheduler(nodes: list[Node]) -> Scheduler:
     from gpuq.core.model import Preemption, PreemptionPolicy
 
@@ -258,7 +258,7 @@ def test_what_if_questions_leave_the_placer_unchanged() -> None:
     assert {name: (c.gpu_free_milli(), dict(c.free)) for name, c in placer.nodes.items()} == free
 
 
-# ----------------------------------------------------------------------- TAS flavor matching (§11.2)
+# ----------------------------------------------------------------------- TAS flavor matching
 PLAIN = ResourceFlavor("plain")
 TOPOLOGIES = {"default": LEVELS}
 MATCH_CASES = [

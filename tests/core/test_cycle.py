@@ -1,4 +1,4 @@
-"""The scheduling cycle (kueue-semantics §3, §12.1-12.4): heads, ordering, skipping and reservations."""
+"""The scheduling cycle (Kueue: pkg/scheduler/scheduler.go): heads, ordering, skipping and reservations."""
 
 from __future__ import annotations
 
@@ -248,7 +248,7 @@ def test_plan_cycle_leaves_every_quota_node_usage_as_it_found_it(c: Case) -> Non
 
 
 def test_a_skipped_workload_retries_every_flavor_on_its_next_attempt() -> None:
-    """Kueue's setSkipped clears the flavor scan: wb, skipped at f1, tries f1 first again (§4.8)."""
+    """Kueue's setSkipped clears the flavor scan: wb, skipped at f1, tries f1 first again."""
     specs = {w.key: w for w in (gpus("wa", "a", 3, created=1), gpus("wb", "b", 3, created=2))}
     scheduler = scheduler_with(TWO_FLAVOR_PAIR, specs.values())
     result, entries = scheduler.plan_cycle()

@@ -1,4 +1,4 @@
-"""Fair sharing (kueue-semantics §7): dominant resource shares, the admission tournament and
+"""Fair sharing (Kueue: keps/1714-fair-sharing): dominant resource shares, the admission tournament and
 fair-sharing preemption, mirroring Kueue's ``fair_sharing_test.go``, ``fair_sharing_iterator_test.go``,
 ``preemption_fair_test.go`` and the fair-sharing cases of ``scheduler_test.go``."""
 
@@ -58,7 +58,7 @@ def usage_snapshot(state: ClusterState) -> dict[tuple[str, str], dict[tuple[str,
     return {(kind, node.name): {fr: v for fr, v in node.usage.items() if v} for kind, node in nodes}
 
 
-# ------------------------------------------------------------------------------ DRS (§7.2)
+# ------------------------------------------------------------------------------ DRS
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ def test_dominant_share(c: ShareCase) -> None:
     assert (share.weighted, share.resource) == (c.want_weighted, c.want_resource)
 
 
-# ------------------------------------------------------------------- admission order (§7.3)
+# ------------------------------------------------------------------- admission order
 
 
 @dataclass(frozen=True)
@@ -353,7 +353,7 @@ def test_order_entries(c: OrderCase) -> None:
     assert usage_snapshot(state) == before
 
 
-# ------------------------------------------------------------------ preemption (§7.4-7.6)
+# ------------------------------------------------------------------ preemption
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,7 @@
-"""Flavor assignment (kueue-semantics §4): eligibility, modes and the fungibility-driven search."""
+"""Flavor assignment: eligibility, modes and the fungibility-driven search.
+
+Kueue: pkg/scheduler/flavorassigner/flavorassigner.go.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Partial admission (kueue-semantics §3.4, §9): shrinking pod sets towards minCount."""
+"""Partial admission (Kueue: keps/420-partial-admission): shrinking pod sets towards minCount."""
 
 from __future__ import annotations
 

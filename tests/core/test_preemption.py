@@ -1,4 +1,4 @@
-"""Classical preemption (kueue-semantics §6, §12.5-12.7), observed through one scheduling cycle.
+"""Classical preemption (Kueue: pkg/scheduler/preemption/), observed through one scheduling cycle.
 
 Several cases are ported from Kueue's ``pkg/scheduler/preemption/preemption_test.go``
 (its ``standalone``, ``c1``/``c2`` and ``preventStarvation`` queues); their

@@ -1,4 +1,4 @@
-"""Queueing (kueue-semantics §3.1, §3.3, §5): heads, strategies, inadmissible sets and inactive queues."""
+"""Queueing (Kueue: pkg/cache/queue/): heads, strategies, inadmissible sets and inactive queues."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Quota accounting (kueue-semantics §1.10-1.12, §2): the quota tree and what it lets a cycle admit."""
+"""Quota accounting: the quota tree and what it lets a cycle admit.
+
+Kueue: pkg/cache/scheduler/resource_node.go.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Topology Aware Scheduling placement (kueue-semantics §11): hand-computed cases and properties."""
+"""Topology Aware Scheduling placement: hand-computed cases and properties.
+
+Kueue: keps/2724-topology-aware-scheduling.
+"""
 
 from __future__ import annotations
 

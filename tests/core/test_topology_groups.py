@@ -1,4 +1,4 @@
-"""Pod-set groups (``podset-group-name``): a leader and its workers placed together (§11.2).
+"""Pod-set groups (``podset-group-name``): a leader and its workers placed together.
 
 The pure algorithm (:func:`gpuq.core.topology_groups.assign_group`) is checked on hand-computed
 cases and properties; the placer on clusters, binding the pair as one unit.

@@ -6,7 +6,7 @@ scheduler keeps both in step through this object:
 1. while a cycle is planned, every workload about to be admitted is placed
    tentatively (:meth:`Binder.assume`), in processing order, so later entries
    see the nodes earlier ones took; a topology-aware pod set that cannot be
-   placed stops the admission (§11.8). The tentative placements are forgotten
+   placed stops the admission (as in Kueue's tas_flavorassigner.go). The tentative placements are forgotten
    when planning ends (:meth:`Binder.forget_assumed`);
 2. applied admissions are bound for real (:meth:`Binder.bind`); pods that no
    node holds wait in :attr:`Binder.unplaced` with the kube-scheduler's message;

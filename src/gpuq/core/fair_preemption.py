@@ -1,19 +1,19 @@
-"""Fair-sharing preemption (kueue-semantics §7.4-7.6).
+"""Fair-sharing preemption (Kueue: pkg/scheduler/preemption/fairsharing/, keps/1714-fair-sharing).
 
-Preemption (§7.4-7.6, Kueue's ``FairPreemptionPlan`` and ``fairPreemptions``):
+Preemption (Kueue's ``FairPreemptionPlan`` and ``fairPreemptions``):
 
 1. Candidates: the own queue per ``withinClusterQueue``; every queue of the
    tree borrowing in a needed (flavor, resource), per ``reclaimWithinCohort``;
-   sorted as §6.5. ``borrowWithinCohort`` plays no part.
+   sorted as classical preemption sorts them. ``borrowWithinCohort`` plays no part.
 2. The incoming usage is added; target queues are visited highest DRS first
-   (§7.5). The own queue yields its next candidate (InClusterQueue); a
+   (TargetClusterQueueOrdering). The own queue yields its next candidate (InClusterQueue); a
    preemptor within nominal [gate FairSharingPreemptWithinNominal] takes the
    target's next candidate (InCohortReclamation); otherwise the first
    strategy compares shares at the almost-LCA (InCohortFairSharing) and
    failures go to a retry list.
 3. With a second strategy, S2-b runs over the retry list, at most one
    workload per target queue.
-4. Without a fit there are no targets; with one, the §6.8 fill-back runs with
+4. Without a fit there are no targets; with one, the classical fill-back runs with
    borrowing allowed. The state is restored in every case.
 """
 
@@ -64,14 +64,14 @@ def preemption_targets(state: ClusterState, preemptor: Preemptor) -> list[Target
 
 
 def fair_targets(state: ClusterState, preemptor: Preemptor, config: FairSharing) -> list[Target]:
-    """§7.6: victims chosen by fair-sharing preemption; empty when it cannot make room.
+    """Victims chosen by fair-sharing preemption (fairPreemptions); empty when it cannot make room.
 
     1. Candidates (:func:`find_candidates`); none means no targets.
     2. With the incoming usage added, the first strategy pass (twice with gate
        FairSharingReevaluatePreemptionCandidates when it took own-queue
        workloads), stopping as soon as the preemptor fits without its own usage.
     3. With a second strategy, S2-b over the retry list.
-    4. No fit: no targets. Fit: the §6.8 fill-back with borrowing allowed.
+    4. No fit: no targets. Fit: the classical fill-back with borrowing allowed.
 
     The tree holds exactly the same usage when this returns or raises.
     """
@@ -91,7 +91,7 @@ def fair_targets(state: ClusterState, preemptor: Preemptor, config: FairSharing)
 
 
 def find_candidates(state: ClusterState, preemptor: Preemptor) -> list[AdmittedWorkload]:
-    """§7.4 (Kueue's findCandidates), sorted by §6.5."""
+    """Kueue's findCandidates, sorted as classical preemption sorts them."""
     cq = state.cluster_queue(preemptor.cluster_queue)
     node = state.node(preemptor.cluster_queue)
     found: list[AdmittedWorkload] = []
@@ -234,7 +234,8 @@ def _second_pass(search: _Search, retry: list[AdmittedWorkload]) -> bool:
 
 
 def _fill_back(state: ClusterState, preemptor: Preemptor, removed: list[Target]) -> list[Target]:
-    """§6.8 with borrowing allowed: re-add targets in reverse, never the last; keep those not needed.
+    """fillBackWorkloads with borrowing allowed: re-add targets in reverse, never the last; keep
+    those not needed.
 
     ``removed`` is updated in place (Kueue's swap-with-last deletion) so that
     it always lists exactly what is still out of the tree.
@@ -252,7 +253,7 @@ def _fill_back(state: ClusterState, preemptor: Preemptor, removed: list[Target])
 
 
 class _TargetOrdering:
-    """§7.5, Kueue's TargetClusterQueueOrdering: target queues by highest DRS from the root down.
+    """Kueue's TargetClusterQueueOrdering: target queues by highest DRS from the root down.
 
     Between two yields the consumer pops a workload of the yielded queue or
     drops it, which guarantees progress.
@@ -321,7 +322,7 @@ class _TargetOrdering:
         return queue
 
     def _best_queue(self, cohort: QuotaNode) -> tuple[QuotaNode | None, DominantShare | None]:
-        """Highest-DRS child queue with candidates; ties go to the better first candidate (§6.5).
+        """Highest-DRS child queue with candidates; ties go to the better first candidate.
 
         Queues with a zero share (other than the preemptor's) or no candidates are pruned.
         """

@@ -1,6 +1,8 @@
-"""Fair sharing: dominant resource shares, the admission tournament, fair preemption (kueue-semantics §7).
+"""Fair sharing: dominant resource shares, the admission tournament, fair preemption.
 
-Admission order (§7.3, Kueue's ``fairSharingIterator``), one pick at a time:
+Kueue: pkg/cache/scheduler/fair_sharing.go, pkg/scheduler/fair_sharing_iterator.go, keps/1714-fair-sharing.
+
+Admission order (Kueue's ``fairSharingIterator``), one pick at a time:
 
 1. A cluster queue without a cohort yields its entry as it comes.
 2. In a cohort tree, the first entry of every queue has its usage added and
@@ -45,7 +47,7 @@ DEFAULT_STRATEGIES = (
 
 @dataclass(frozen=True, slots=True)
 class DominantShare:
-    """A node's dominant resource share (§7.2); compare with :func:`share_key`."""
+    """A node's dominant resource share (fair_sharing.go); compare with :func:`share_key`."""
 
     weight: Fraction
     ratio: Fraction  # borrowed × 1000 / lendable, unweighted
@@ -147,9 +149,9 @@ def subtree_queues(node: QuotaNode) -> list[QuotaNode]:
     return [cq for child in node.children for cq in subtree_queues(child)]
 
 
-# ---------------------------------------------------------------- admission order (§7.3)
+# ---------------------------------------------------------------- admission order
 def order_entries(state: ClusterState, entries: Sequence[Entry]) -> Iterator[Entry]:
-    """§7.3: the entries in fair-sharing order, one pick at a time.
+    """The entries in fair-sharing order, one pick at a time.
 
     Lazy on purpose: each pick reads the live ``state.tree``, so the caller
     must add a processed entry's usage before asking for the next one (as
@@ -169,7 +171,7 @@ def order_entries(state: ClusterState, entries: Sequence[Entry]) -> Iterator[Ent
 
 
 def _by_queue(entries: Sequence[Entry]) -> dict[str, list[Entry]]:
-    """Entries per queue, each list in the classical order of §3.5 (Kueue's compareEntries)."""
+    """Entries per queue, each list in the classical order (Kueue's compareEntries)."""
     grouped: dict[str, list[Entry]] = {}
     for entry in entries:
         grouped.setdefault(entry.cluster_queue, []).append(entry)

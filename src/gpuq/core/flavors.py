@@ -1,17 +1,19 @@
-"""Flavor assignment: which ResourceFlavor each pod set gets for each resource group (kueue-semantics §4).
+"""Flavor assignment: which ResourceFlavor each pod set gets for each resource group.
+
+Kueue: pkg/scheduler/flavorassigner/flavorassigner.go, keps/582-preempt-based-on-flavor-order.
 
 For each pod set, in spec order, and each resource group covering its
 requests, the flavors of the group are tried in the order the ClusterQueue
 lists them:
 
 1. A flavor must be eligible: its taints tolerated, its node labels compatible
-   with the pod's node selector and required affinity (§4.2).
+   with the pod's node selector and required affinity.
 2. Each requested resource gets a mode: fit, reclaim, preempt, no candidates or
    no fit, by comparing the request with ``available`` and
    ``potential_available`` and, where preemption may help, asking the
-   preemption oracle (§4.3). The flavor's mode is the worst of its resources.
-3. flavorFungibility decides whether to stop at this flavor or try the next
-   (§4.5); when every flavor was tried, the preferred one is kept.
+   preemption oracle (fitsResourceQuota). The flavor's mode is the worst of its resources.
+3. flavorFungibility decides whether to stop at this flavor or try the next;
+   when every flavor was tried, the preferred one is kept.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ class Assignment:
     frs_need_preemption: set[FlavorResource] = field(default_factory=set)
     reasons: list[str] = field(default_factory=list)
     last_tried: list[dict[str, int]] = field(default_factory=list)
-    """Per pod set, resource -> index of the last flavor tried (-1: the scan reached the end), §4.8."""
+    """Per pod set, resource -> index of the last flavor tried (-1: the scan reached the end)."""
 
     def pod_set_assignments(self) -> tuple[PodSetAssignment, ...]:
         """The assignment as the core model's admitted pod sets (what admission and placement read)."""
@@ -106,7 +108,7 @@ def flavor_matches(
     implied_tas: bool = False,
     covered: tuple[str, ...] = (),
 ) -> str | None:
-    """None when the flavor may serve the pod set, else why not (§4.2, TAS rules §11.2).
+    """None when the flavor may serve the pod set, else why not (TAS rules: tas_flavorassigner.go).
 
     ``implied_tas``: every flavor of the queue is topology-aware, so a pod set
     without a topology request is treated as unconstrained.
@@ -158,7 +160,7 @@ def _topology_mismatch(
 
 
 def pod_set_requests(pod_set: PodSet, count: int, covers_pods: bool) -> dict[str, int]:
-    """Total requests of ``count`` pods, plus ``pods`` when a group covers it (§1.11)."""
+    """Total requests of ``count`` pods, plus ``pods`` when a group covers it (as Kueue's assignFlavors)."""
     totals = {r: v * count for r, v in pod_set.requests.items() if v}
     if covers_pods:
         totals[PODS] = count
@@ -194,8 +196,9 @@ class FlavorAssigner:
         """Assign flavors to every pod set at ``counts`` pods (default: full counts).
 
         ``resume`` is a previous attempt's ``last_tried``: each group's scan starts
-        after the flavor tried last (§4.8). ``pinned`` restricts each pod set's
-        resources to the flavors of an earlier assignment (§3.6c).
+        after the flavor tried last (gate FlavorFungibilityPreserveScanProgress). ``pinned``
+        restricts each pod set's resources to the flavors of an earlier assignment (gate
+        RecomputeAssignmentUponPreemptionTargetsOverlap).
         """
         result = Assignment()
         members: dict[str, list[tuple[PodSet, dict[str, int], PodSetFlavors]]] = {}
@@ -272,10 +275,10 @@ class FlavorAssigner:
         start: int = 0,
         only: str | None = None,
     ) -> _FlavorTry | None:
-        """§4.5: walk the group's flavors in order from ``start``, stopping as fungibility allows.
+        """Walk the group's flavors in order from ``start``, stopping as fungibility allows.
 
         The chosen flavor records the index of the last flavor tried, or -1 when
-        the scan reached the last flavor, so the next attempt starts over (§4.8).
+        the scan reached the last flavor, so the next attempt starts over.
         """
         fungibility = self.cq.flavor_fungibility
         best: _FlavorTry | None = None
@@ -342,7 +345,7 @@ class FlavorAssigner:
         return _FlavorTry(flavor, mode, borrowing, preempt_frs)
 
     def _fits_resource_quota(self, fr: FlavorResource, value: int, result: Assignment) -> tuple[Mode, int]:
-        """§4.3 for one (flavor, resource) needing ``value`` in total."""
+        """Kueue's fitsResourceQuota for one (flavor, resource) needing ``value`` in total."""
         node = self.node
         borrow, may_reclaim_in_hierarchy = lowest_fitting_subtree(node, fr, value)
         flavor, resource = fr
@@ -370,7 +373,7 @@ class FlavorAssigner:
     def _preemption_oracle(
         self, fr: FlavorResource, value: int, borrow: int, result: Assignment
     ) -> tuple[Mode, int]:
-        """Would preemption free ``value`` of ``fr``? Reclaim if only other queues lose (§4.3)."""
+        """Would preemption free ``value`` of ``fr``? Reclaim if only other queues lose."""
         preemptor = Preemptor(self.workload, self.cq_name, {fr: value}, frozenset({fr}))
         targets = preemption_targets(self.state, preemptor)
         flavor, resource = fr

@@ -1,4 +1,7 @@
-"""Nomination: what a head would take if the cycle processed it now (kueue-semantics §3.3, §3.4, §9).
+"""Nomination: what a head would take if the cycle processed it now.
+
+Kueue: ``nominate`` and ``getInitialAssignments`` in pkg/scheduler/scheduler.go; partial admission
+in pkg/scheduler/flavorassigner/podset_reducer.go (keps/420-partial-admission).
 
 1. Heads that cannot be nominated are set aside: a namespace the ClusterQueue
    does not select, admission checks in Retry or Rejected, a requeue backoff
@@ -10,9 +13,10 @@
    can preempt are searched for (binary search over Kueue's reduction steps).
 
 With nodes (a :class:`TopologyOracle`), a quota fit whose topology-aware pod
-sets cannot be placed is downgraded (§11.8): to NoFit when they would not fit
-even with every topology-aware workload gone, otherwise to Preempt, with
-targets whose eviction makes both the quota and the placement fit.
+sets cannot be placed is downgraded, as in Kueue's tas_flavorassigner.go: to
+NoFit when they would not fit even with every topology-aware workload gone,
+otherwise to Preempt, with targets whose eviction makes both the quota and
+the placement fit.
 
 Everything is computed against the state as the cycle found it.
 """
@@ -63,8 +67,8 @@ class Entry:
     targets: list[Target] = field(default_factory=list)
     inadmissible: str = ""
     requeue: RequeueReason = RequeueReason.NO_FIT
-    clear_scan: bool = False  # skipped, overlapping and preempting entries retry every flavor (§4.8)
-    topology_blocked: bool = False  # the quota fit but the nodes did not (§11.8)
+    clear_scan: bool = False  # skipped, overlapping and preempting entries retry every flavor
+    topology_blocked: bool = False  # the quota fit but the nodes did not
 
     @property
     def key(self) -> str:
@@ -78,7 +82,7 @@ def nominate(
     resume: ScanProgress | None = None,
     topology: TopologyOracle | None = None,
 ) -> None:
-    """§3.3: set ``entry.inadmissible``, or its assignment and targets."""
+    """Kueue's nominate: set ``entry.inadmissible``, or its assignment and targets."""
     workload = entry.workload
     cq = state.config.cluster_queues[entry.cluster_queue]
     labels = state.config.labels_of_namespace(workload.namespace)
@@ -103,7 +107,7 @@ def nominate(
 def _initial_assignment(
     state: ClusterState, entry: Entry, resume: ScanProgress | None, topology: TopologyOracle | None
 ) -> None:
-    """§3.4 and §9: full size first; shrink only if neither fit nor preemption works."""
+    """getInitialAssignments: full size first; shrink only if neither fit nor preemption works."""
     assigner = FlavorAssigner(state, entry.workload, entry.cluster_queue)
     full = assigner.assign(resume=resume)
     entry.assignment = full
@@ -124,7 +128,8 @@ def _initial_assignment(
 def _topology_downgrade(
     state: ClusterState, entry: Entry, full: Assignment, topology: TopologyOracle
 ) -> bool:
-    """§11.8 for a quota fit; True when the outcome is settled (placed, no fit, or targets found)."""
+    """The topology check of a quota fit; True when the outcome is settled (placed, no fit, or
+    targets found)."""
     workload = entry.workload
     pod_sets = full.pod_set_assignments()
     if not topology.uses_topology(workload, pod_sets):
@@ -153,7 +158,7 @@ def _topology_downgrade(
 def _partial(
     state: ClusterState, entry: Entry, assigner: FlavorAssigner, resume: ScanProgress | None
 ) -> tuple[Assignment, list[Target]] | None:
-    """§9.2: binary search for the largest counts (smallest step) that fit or can preempt."""
+    """podset_reducer.go: binary search for the largest counts (smallest step) that fit or can preempt."""
     pod_sets = entry.workload.pod_sets
     deltas = [ps.count - (ps.min_count if ps.min_count is not None else ps.count) for ps in pod_sets]
     total = sum(deltas)

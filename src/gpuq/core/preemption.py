@@ -1,17 +1,21 @@
-"""Classical preemption: which admitted workloads to evict so that a workload fits (kueue-semantics §6).
+"""Classical preemption: which admitted workloads to evict so that a workload fits.
+
+Kueue: pkg/scheduler/preemption/preemption.go, classical/ and common/ beside it.
 
 The algorithm, as Kueue runs it:
 
 1. Candidates: the preemptor's own queue (per ``withinClusterQueue``) and, when
    ``reclaimWithinCohort`` allows it, queues of the cohort tree that borrow in a
    needed (flavor, resource), walking from the parent up to the root and
-   noting where the preemptor gains a hierarchical advantage (§6.3, §6.4).
+   noting where the preemptor gains a hierarchical advantage
+   (classical/hierarchical_preemption.go, classifyPreemptionVariant).
 2. Ordering: hierarchical, then priority (other queues), then own-queue
-   candidates, each by lower priority, then most recent quota reservation (§6.5).
-3. Attempts with borrowing allowed and/or not allowed (§6.6).
+   candidates, each by lower priority, then most recent quota reservation
+   (CandidatesOrdering, common/ordering.go).
+3. Attempts with borrowing allowed and/or not allowed (classicalPreemptions).
 4. Greedy removal until the workload fits, skipping candidates that became
-   invalid (§6.7), then the minimal-set fill-back that never re-adds the last
-   target (§6.8). All removals are what-ifs: the state is restored.
+   invalid, then the minimal-set fill-back that never re-adds the last
+   target (fillBackWorkloads). All removals are what-ifs: the state is restored.
 """
 
 from __future__ import annotations
@@ -75,8 +79,8 @@ class Preemptor:
     """What preemption needs to know about the incoming workload.
 
     ``placement_fits`` is set for a workload whose topology-aware pod sets fit the quota but
-    not the nodes (§11.8): given the keys of the workloads removed so far, whether its pods
-    would then be placed. Targets must make both the quota and the placement fit.
+    not the nodes (Kueue's tas_flavorassigner.go): given the keys of the workloads removed so
+    far, whether its pods would then be placed. Targets must make both the quota and the placement fit.
     """
 
     workload: Workload
@@ -93,7 +97,8 @@ def placement_fits(preemptor: Preemptor, removed: Iterable[Target]) -> bool:
 
 
 def satisfies_policy(policy: PreemptionPolicy, preemptor: Workload, candidate: Workload) -> bool:
-    """Kueue's policy test on effective priorities and queue-order timestamps (§6.2)."""
+    """Kueue's policy test on effective priorities and queue-order timestamps
+    (common/preemption_policy.go)."""
     if policy == PreemptionPolicy.ANY:
         return True
     if policy == PreemptionPolicy.LOWER_PRIORITY:
@@ -110,7 +115,7 @@ def uses_resources(victim: AdmittedWorkload, frs: Set[FlavorResource]) -> bool:
 
 
 def candidate_order_key(candidate: AdmittedWorkload, preemptor_cq: str) -> tuple[int, int, float, str]:
-    """§6.5: other queues first, lower priority, most recent quota reservation, then uid/key."""
+    """CandidatesOrdering: other queues first, lower priority, most recent quota reservation, then uid/key."""
     own = 1 if candidate.cluster_queue == preemptor_cq else 0
     return (own, candidate.priority, -candidate.quota_reserved_time, candidate.workload.uid or candidate.key)
 
@@ -140,7 +145,7 @@ def _classify(
 def _from_queue(
     state: ClusterState, preemptor: Preemptor, queue: str, lca: QuotaNode | None, advantage: bool
 ) -> Iterator[Candidate]:
-    """A queue's candidates in §6.5 order, lazily: the queue's workloads are kept sorted by
+    """A queue's candidates in CandidatesOrdering's order, lazily: the queue's workloads are kept sorted by
     (priority, newest reservation, uid), so a priority-bounded policy stops early."""
     cq = state.cluster_queue(preemptor.cluster_queue)
     policy = (
@@ -186,7 +191,7 @@ def _sources_in_subtree(
 
 @dataclass(frozen=True, slots=True)
 class CandidateSources:
-    """Where candidates come from (§6.3): iterate them in §6.5 order with :meth:`ordered`."""
+    """Where candidates come from (hierarchical_preemption.go): iterate them in order with :meth:`ordered`."""
 
     state: ClusterState
     preemptor: Preemptor
@@ -218,7 +223,7 @@ def _order(victim: AdmittedWorkload) -> tuple[int, float, str]:
 
 
 def candidate_sources(state: ClusterState, preemptor: Preemptor) -> CandidateSources:
-    """§6.3: the own queue per withinClusterQueue, and borrowing queues from the parent up to the root."""
+    """The own queue per withinClusterQueue, and borrowing queues from the parent up to the root."""
     cq = state.cluster_queue(preemptor.cluster_queue)
     node = state.node(preemptor.cluster_queue)
     hierarchy: list[tuple[str, QuotaNode]] = []
@@ -238,7 +243,8 @@ def candidate_sources(state: ClusterState, preemptor: Preemptor) -> CandidateSou
 
 
 def _valid(state: ClusterState, preemptor: Preemptor, candidate: Candidate, allow_borrowing: bool) -> bool:
-    """§6.7: a candidate of another queue stays valid only while that queue (and its path) borrows."""
+    """The greedy pass's test: a candidate of another queue stays valid only while that queue
+    (and its path) borrows."""
     if candidate.victim.cluster_queue == preemptor.cluster_queue:
         return True
     if allow_borrowing and candidate.variant is Variant.RECLAIM_WITHOUT_BORROWING:
@@ -268,7 +274,8 @@ def workload_fits(state: ClusterState, preemptor: Preemptor, allow_borrowing: bo
 def _greedy(
     state: ClusterState, preemptor: Preemptor, candidates: Iterable[Candidate], allow_borrowing: bool
 ) -> list[Target]:
-    """§6.7 and §6.8: remove candidates until the preemptor fits, then put back what is not needed.
+    """The greedy pass and fillBackWorkloads: remove candidates until the preemptor fits, then
+    put back what is not needed.
 
     The fill-back walks the targets in reverse, never re-adding the last one;
     a target whose return still lets the preemptor fit stays admitted. The
@@ -309,7 +316,7 @@ def _under_nominal(state: ClusterState, preemptor: Preemptor) -> bool:
 def attempts(
     state: ClusterState, preemptor: Preemptor, from_others: bool, hierarchical: bool
 ) -> Iterator[bool]:
-    """§6.6: the borrowing options to try, in order."""
+    """classicalPreemptions: the borrowing options to try, in order."""
     cq = state.cluster_queue(preemptor.cluster_queue)
     bwc = cq.preemption.borrow_within_cohort
     forbidden = bwc is None or bwc.policy == PreemptionPolicy.NEVER
@@ -326,7 +333,7 @@ def attempts(
 def classical_targets(state: ClusterState, preemptor: Preemptor) -> list[Target]:
     """The minimal set of workloads to evict so that the preemptor fits; empty if impossible.
 
-    Candidates are produced lazily in §6.5 order, so a greedy pass that fits
+    Candidates are produced lazily in CandidatesOrdering's order, so a greedy pass that fits
     early touches only the workloads it examines.
     """
     sources = candidate_sources(state, preemptor)
@@ -359,8 +366,8 @@ def cannot_free_enough(state: ClusterState, preemptor: Preemptor) -> bool:
     by at most ``u``, so ``available + freeable < need`` in any (flavor,
     resource) needing preemption means no victim set exists, for classical
     and fair preemption alike. Another queue gives up workloads only while it
-    is above nominal (§6.7, §7.4), so when one (flavor, resource) needs
-    preemption it frees at most its excess plus one workload. Costs
+    is above nominal (Kueue's greedy pass and fair sharing's findCandidates),
+    so when one (flavor, resource) needs preemption it frees at most its excess plus one workload. Costs
     O(queues in the cohort tree × priorities), not O(admitted workloads).
     """
     cq = state.cluster_queue(preemptor.cluster_queue)
@@ -395,7 +402,8 @@ def cannot_free_enough(state: ClusterState, preemptor: Preemptor) -> bool:
 def _reclaim_needs_borrowing(
     state: ClusterState, preemptor: Preemptor, cq: ClusterQueue, node: QuotaNode
 ) -> bool:
-    """A preemptor that would borrow cannot reclaim without ``borrowWithinCohort`` (§6.4, §6.6, §12.6).
+    """A preemptor that would borrow cannot reclaim without ``borrowWithinCohort``
+    (classifyPreemptionVariant).
 
     In a flat cohort, without own-queue candidates and without the hierarchical
     advantage (the request does not fit the queue's own nominal quota), every

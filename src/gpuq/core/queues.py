@@ -1,4 +1,6 @@
-"""Pending workloads per ClusterQueue: the heap, the inadmissible set and requeue rules (kueue-semantics §5).
+"""Pending workloads per ClusterQueue: the heap, the inadmissible set and requeue rules.
+
+Kueue: pkg/cache/queue/cluster_queue.go, manager.go and inadmissible_workloads.go.
 
 Order within a queue: sticky preemptor first (BestEffortFIFO), higher
 priority, earlier queue-order timestamp, then uid / key. A head that failed
@@ -6,7 +8,7 @@ goes back to the heap at once under StrictFIFO (so it blocks those behind it)
 and for transient reasons under BestEffortFIFO; otherwise it waits in the
 inadmissible set until capacity in its cohort tree may have changed.
 Equal-shaped workloads follow a head that found no fit into the inadmissible
-set without evaluation (scheduling equivalence hashing, §5.4).
+set without evaluation (scheduling equivalence hashing, gate SchedulingEquivalenceHashing).
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ class _Group:
 class ClusterQueueQueue:
     """One ClusterQueue's pending workloads.
 
-    Workloads parked together by shape (§5.4) stay grouped: a wake puts only each
+    Workloads parked together by shape stay grouped: a wake puts only each
     group's first workload in the heap, as its shape's representative, and the
     others follow it outside the heap. They are no less active: whenever the
     representative leaves the heap without its shape being parked (admitted,
@@ -227,9 +229,9 @@ class ClusterQueueQueue:
             self._sticky = None
 
     def requeue(self, workload: Workload, reason: RequeueReason, pending_flavors: bool = False) -> bool:
-        """Handle a head that was not admitted, per the queueing strategy (§5.2).
+        """Handle a head that was not admitted, per the queueing strategy (Kueue's RequeueIfNotPresent).
 
-        ``pending_flavors``: its flavor scan has untried flavors (§4.8), so a
+        ``pending_flavors``: its flavor scan has untried flavors, so a
         BestEffortFIFO queue retries it at once. Returns whether it went to the
         inadmissible set.
         """
@@ -251,7 +253,7 @@ class ClusterQueueQueue:
         return True
 
     def park_equivalent(self, workload: Workload) -> list[str]:
-        """Park every active workload shaped like ``workload`` (§5.4); the keys that left the heap
+        """Park every active workload shaped like ``workload``; the keys that left the heap
         (its followers go with them, as a group)."""
         shape = self._shapes.get(workload.key) or shape_of(workload)
         moved = list(self._by_shape.pop(shape, {}))

@@ -1,6 +1,6 @@
 """The quota tree: cluster queues and cohorts, each with quotas and usage per (flavor, resource).
 
-Semantics follow Kueue's resource nodes (kueue-semantics §2):
+Semantics follow Kueue's resource nodes (pkg/cache/scheduler/resource_node.go):
 
 1. ``local_quota(n, fr)`` is the part of a node's subtree quota hidden from its
    parent by a lending limit; it is never lent upward.
@@ -69,7 +69,8 @@ class QuotaNode:
         return quota.nominal if quota else 0
 
     def borrowing_with(self, fr: FlavorResource, amount: int) -> bool:
-        """Whether using ``amount`` more would exceed this node's guaranteed quota (§2.8)."""
+        """Whether using ``amount`` more would exceed this node's guaranteed quota (Kueue's
+        IsWithinNominalInResources)."""
         limit = self.nominal(fr) if self.is_cluster_queue else self.subtree_quota.get(fr, 0)
         return self.usage.get(fr, 0) + amount > limit
 
@@ -163,7 +164,8 @@ def node_height(node: QuotaNode) -> int:
 
 
 def lowest_fitting_subtree(cq: QuotaNode, fr: FlavorResource, amount: int) -> tuple[int, bool]:
-    """Borrowing distance (§4.6): height of the lowest subtree that holds ``amount`` more of ``fr``.
+    """Borrowing distance (Kueue's FindHeightOfLowestSubtreeThatFits): height of the lowest
+    subtree that holds ``amount`` more of ``fr``.
 
     Returns (height, whether that subtree is below the root). Height 0 means
     no borrowing at all.
@@ -293,7 +295,7 @@ def _cyclic(cohorts: Mapping[str, QuotaNode]) -> set[str]:
 
 
 def _accumulate(cohort: QuotaNode) -> None:
-    """Compute subtree quota, usage and height bottom-up (§2.3, §2.4)."""
+    """Compute subtree quota, usage and height bottom-up (resource_node.go)."""
     cohort.subtree_quota = {fr: q.nominal for fr, q in cohort.quotas.items()}
     cohort.usage = {}
     for child in cohort.children:

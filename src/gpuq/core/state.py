@@ -84,8 +84,9 @@ class ClusterState:
         return max(self.sizes.get(cq_name, {}).get(fr, {}), default=0)
 
     def ordered(self, cq_name: str, fr: FlavorResource) -> list[OrderEntry]:
-        """The queue's admitted workloads that use ``fr``, in §6.5 order: (priority, newest
-        reservation, uid) ascending, as ``(priority, -reserved time, uid, key)``."""
+        """The queue's admitted workloads that use ``fr``, in the order of Kueue's preemption
+        candidates (pkg/scheduler/preemption/common/ordering.go): (priority, newest reservation,
+        uid) ascending, as ``(priority, -reserved time, uid, key)``."""
         return self._ordered.get((cq_name, fr), [])
 
     def _hide(self, workload: AdmittedWorkload) -> None:

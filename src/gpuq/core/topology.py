@@ -1,4 +1,6 @@
-"""Topology Aware Scheduling placement (kueue-semantics §11): where a pod set's pods go in the topology.
+"""Topology Aware Scheduling placement: where a pod set's pods go in the topology.
+
+Kueue: pkg/cache/scheduler/tas_flavor_snapshot.go, keps/2724-topology-aware-scheduling.
 
 A pure function of per-leaf pod capacities, re-implementing Kueue's ``findTopologyAssignment``
 (``pkg/cache/scheduler/tas_flavor_snapshot.go``) for one pod set, without node affinity scores,

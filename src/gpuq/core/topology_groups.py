@@ -1,4 +1,4 @@
-"""Cross-pod-set Topology Aware Scheduling (kueue-semantics §11.2, ``podset-group-name``).
+"""Cross-pod-set Topology Aware Scheduling: the pod sets of a workload that share a ``podset-group-name``.
 
 Two pod sets of a workload sharing a group name (a LeaderWorkerSet or JobSet leader of one pod
 and its workers) are placed as one unit, as Kueue's ``findTopologyAssignment`` does when it is

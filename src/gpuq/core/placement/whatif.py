@@ -1,9 +1,10 @@
 """What-if questions about topology placement, asked by admission before it admits or preempts.
 
-Kueue (§11.8) downgrades a quota fit whose topology-aware pod sets cannot be
-placed: to NoFit when they would not fit even with every topology-aware
-workload gone (asked of an empty twin of the nodes), otherwise to Preempt,
-keeping only targets whose eviction lets the placement succeed. A question
+Kueue (pkg/scheduler/flavorassigner/tas_flavorassigner.go) downgrades a quota
+fit whose topology-aware pod sets cannot be placed: to NoFit when they would
+not fit even with every topology-aware workload gone (asked of an empty twin
+of the nodes), otherwise to Preempt, keeping only targets whose eviction lets
+the placement succeed. A question
 about targets releases the named workloads' pods, tries the placement, and
 puts every pod back on exactly the node and GPUs it had, so the placer is
 unchanged afterwards.
