@@ -166,6 +166,78 @@ def test_admit_refuses_invalid_manifests(tmp_path: Path) -> None:
     assert "missing" in result.stderr
 
 
+CREATED = "2026-01-01T00:00:00Z"
+# id, the job, the line validate names, what it reports (Kind/name: field: message), admit's message
+NEVER_ADMITTED = [
+    pytest.param(
+        job("huge", 100_000, CREATED),
+        "apiVersion: batch/v1",
+        "Job/huge: spec.podSets[0]: pod set 'main' needs 100000 nvidia.com/gpu (1 pods) but cluster queue "
+        "team can never hold more than 4 in any flavor",
+        "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor gpu, "
+        "request > maximum capacity (100000 > 4)",
+        id="a job asking for 100,000 GPUs",
+    ),
+    pytest.param(
+        job("lost", 1, CREATED).replace("queue-name: q}", "queue-name: nope}"),
+        "  labels: {kueue.x-k8s.io/queue-name: nope}",
+        "Job/lost: metadata.labels[kueue.x-k8s.io/queue-name]: LocalQueue 'nope' not found in namespace "
+        "'default'",
+        "LocalQueue nope doesn't exist in namespace default",
+        id="a job naming a LocalQueue that does not exist",
+    ),
+]
+
+
+def _never_admitted(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "jobs.yaml"
+    path.write_text(QUEUE + job("small", 1, CREATED) + text)
+    return path
+
+
+@pytest.mark.parametrize(("text", "line", "reported", "pending"), NEVER_ADMITTED)
+def test_validate_reports_a_job_kueue_never_admits_as_an_error(
+    tmp_path: Path, text: str, line: str, reported: str, pending: str
+) -> None:
+    path = _never_admitted(tmp_path, text)
+    result = runner.invoke(app, ["validate", "-f", str(path)])
+    assert result.exit_code == 1
+    lines = path.read_text().splitlines()
+    number = 1 + max(i for i, written in enumerate(lines) if written == line)
+    assert f"{path}:{number}: {reported}\n" in result.stderr
+    assert "1 error(s)" in result.stderr
+
+
+@pytest.mark.parametrize(("text", "line", "reported", "pending"), NEVER_ADMITTED)
+def test_admit_loads_a_job_kueue_never_admits_and_leaves_it_pending(
+    tmp_path: Path, text: str, line: str, reported: str, pending: str
+) -> None:
+    path = str(_never_admitted(tmp_path, text))
+    result = runner.invoke(app, ["admit", "-f", path, "-o", "json", "--now", NOW])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    (admitted,) = document["admitted"]
+    assert admitted.startswith("default/job-small-")
+    assert list(document["pending"].values()) == [pending]
+
+
+def test_a_job_without_a_queue_label_is_a_warning_and_stays_pending(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.yaml"
+    path.write_text(QUEUE + job("bare", 1, CREATED).replace("  labels: {kueue.x-k8s.io/queue-name: q}\n", ""))
+    validated = runner.invoke(app, ["validate", "-f", str(path)])
+    assert validated.exit_code == 0, validated.output
+    assert (
+        "Job/bare: metadata.labels[kueue.x-k8s.io/queue-name]: warning: Job default/bare has no "
+        "kueue.x-k8s.io/queue-name label: Kueue does not manage it (manageJobsWithoutQueueName is false); "
+        "on a real cluster it runs outside quota"
+    ) in " ".join(validated.stderr.split())
+    assert "spec.queueName" not in validated.stderr
+    admitted = runner.invoke(app, ["admit", "-f", str(path), "-o", "json", "--now", NOW])
+    assert admitted.exit_code == 0, admitted.output
+    pending = json.loads(admitted.stdout)["pending"]
+    assert list(pending.values()) == ["workload has no queue name (label kueue.x-k8s.io/queue-name)"]
+
+
 GOLDEN = Path(__file__).parent / "golden"
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
 
 from gpuq import __version__
+from gpuq.api.loader import load
 from gpuq.commands import client
-from gpuq.commands.admit import admit_snapshot, load_files, placer_after
+from gpuq.commands.admit import admit_snapshot, placer_after
 from gpuq.commands.diff import diff
 from gpuq.commands.export import export_app
 from gpuq.commands.forecast import forecast_accuracy
@@ -82,8 +84,11 @@ def main(
 
 @app.command()
 def validate(files: FilesOption) -> None:
-    """Check manifests; print every error of every file as path:line: Kind/name: field: message."""
-    result = load_files(files)
+    """Check manifests; print every error of every file as path:line: Kind/name: field: message.
+
+    A workload Kueue would keep pending for ever (it can never fit its ClusterQueue, its LocalQueue
+    does not exist) is an error here; the other verbs load it and leave it pending."""
+    result = load(files, stdin=sys.stdin, strict=True)
     print_diagnostics(result.diagnostics)
     if result.errors:
         err.print(f"{len(result.errors)} error(s), {len(result.warnings)} warning(s)", style="red")

@@ -341,7 +341,7 @@ def test_workload_sources_become_workloads(tmp_path: Path) -> None:
 
 def test_workload_source_errors_name_the_source_object(tmp_path: Path) -> None:
     job = JOB.replace('cpu: "1"', 'cpu: "100"')
-    result = load([write(tmp_path, "job.yaml", SOURCE_SETUP + job)])
+    result = load([write(tmp_path, "job.yaml", SOURCE_SETUP + job)], strict=True)
     text = SOURCE_SETUP + job
     assert [(d.kind, d.name, d.line) for d in result.errors] == [("Job", "train", line_of(text, "batch/v1"))]
     assert "does not cover" in result.errors[0].message or "never hold" in result.errors[0].message

@@ -14,6 +14,8 @@ import yaml
 from gpuq.api.diagnostics import Diagnostic
 from gpuq.api.loader import LoadResult, load
 from gpuq.core import model as core
+from gpuq.core.admission import Scheduler
+from gpuq.core.cycles import run_cycles
 from gpuq.core.quota import potential_available_for
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -92,10 +94,10 @@ def put(doc: dict[str, Any], path: str, value: Any) -> None:
     node[steps[-1]] = value
 
 
-def load_docs(tmp_path: Path, docs: Docs) -> LoadResult:
+def load_docs(tmp_path: Path, docs: Docs, *, strict: bool = False) -> LoadResult:
     file = tmp_path / "config.yaml"
     file.write_text(yaml.safe_dump_all(list(docs.values()), sort_keys=False))
-    return load([str(file)])
+    return load([str(file)], strict=strict)
 
 
 def quota(name: str, nominal: Any, **limits: Any) -> dict[str, Any]:
@@ -471,11 +473,6 @@ CASES: list[tuple[str, Callable[[Docs], None], tuple[str, str, str, str]]] = [
         ("LocalQueue", "lq", "spec.clusterQueue", "ClusterQueue 'nope' not found"),
     ),
     (
-        "a workload naming a missing local queue is rejected",
-        setting("wl", "spec.queueName", "other"),
-        ("Workload", "train", "spec.queueName", "LocalQueue 'other' not found in namespace 'ml'"),
-    ),
-    (
         "a cluster queue naming a missing flavor is rejected",
         setting("cq", "spec.resourceGroups[0].flavors[0].name", "h100"),
         ("ClusterQueue", "cq", "spec.resourceGroups[0].flavors[0].name", "ResourceFlavor 'h100' not found"),
@@ -539,26 +536,6 @@ CASES: list[tuple[str, Callable[[Docs], None], tuple[str, str, str, str]]] = [
         "a flavor naming a missing topology is rejected",
         setting("rf", "spec.topologyName", "dc"),
         ("ResourceFlavor", "a100", "spec.topologyName", "Topology 'dc' not found"),
-    ),
-    (
-        "a workload larger than any flavor can hold is rejected",
-        setting("wl", "spec.podSets[0].count", 5),
-        (
-            "Workload",
-            "train",
-            "spec.podSets[0]",
-            "needs 10 nvidia.com/gpu (5 pods) but cluster queue cq can never hold more than 8",
-        ),
-    ),
-    (
-        "min count decides whether a workload can ever fit",
-        both(setting("wl", "spec.podSets[0].count", 6), setting("wl", "spec.podSets[0].minCount", 5)),
-        ("Workload", "train", "spec.podSets[0]", "needs 10 nvidia.com/gpu (5 pods)"),
-    ),
-    (
-        "a request for a resource the cluster queue does not cover is rejected",
-        setting("wl", f"{CONTAINER}.resources.requests.memory", "1Gi"),
-        ("Workload", "train", "spec.podSets[0]", "cluster queue cq does not cover resource memory"),
     ),
     (
         "a configuration with unsupported preemption strategies is rejected",
@@ -633,6 +610,114 @@ def test_rule(tmp_path: Path, mutate: Callable[[Docs], None], expected: tuple[st
     assert any(_match(d, *expected) for d in result.errors), "\n".join(map(str, result.diagnostics))
     assert result.config is None and result.workloads == ()
     assert all(d.path.endswith("config.yaml") and d.line >= 1 for d in result.errors)
+
+
+def gpus_per_pod(count: int) -> Callable[[Docs], None]:
+    def mutate(d: Docs) -> None:
+        d["wl"]["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"][
+            "nvidia.com/gpu"
+        ] = count
+
+    return mutate
+
+
+def pods_quota(nominal: int) -> Callable[[Docs], None]:
+    def mutate(d: Docs) -> None:
+        group = d["cq"]["spec"]["resourceGroups"][0]
+        group["coveredResources"].append("pods")
+        group["flavors"][0]["resources"].append(quota("pods", nominal))
+
+    return mutate
+
+
+# id, mutation, (kind, name, field, message substring), the engine's pending message
+NEVER_ADMITTED: list[tuple[str, Callable[[Docs], None], tuple[str, str, str, str], str]] = [
+    (
+        "a workload naming a missing local queue",
+        setting("wl", "spec.queueName", "other"),
+        ("Workload", "train", "spec.queueName", "LocalQueue 'other' not found in namespace 'ml'"),
+        "LocalQueue other doesn't exist in namespace ml",
+    ),
+    (
+        "a workload larger than any flavor can hold",
+        setting("wl", "spec.podSets[0].count", 5),
+        (
+            "Workload",
+            "train",
+            "spec.podSets[0]",
+            "needs 10 nvidia.com/gpu (5 pods) but cluster queue cq can never hold more than 8",
+        ),
+        "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor a100, "
+        "request > maximum capacity (10 > 8)",
+    ),
+    (
+        "a workload asking for 100,000 GPUs",
+        gpus_per_pod(50_000),
+        ("Workload", "train", "spec.podSets[0]", "needs 100000 nvidia.com/gpu (2 pods)"),
+        "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor a100, "
+        "request > maximum capacity (100000 > 8)",
+    ),
+    (
+        "a workload whose min count can never fit",
+        both(setting("wl", "spec.podSets[0].count", 6), setting("wl", "spec.podSets[0].minCount", 5)),
+        ("Workload", "train", "spec.podSets[0]", "needs 10 nvidia.com/gpu (5 pods)"),
+        "request > maximum capacity (12 > 8)",
+    ),
+    (
+        "a request for a resource the cluster queue does not cover",
+        setting("wl", f"{CONTAINER}.resources.requests.memory", "1Gi"),
+        ("Workload", "train", "spec.podSets[0]", "cluster queue cq does not cover resource memory"),
+        "couldn't assign flavors to pod set main: resource memory unavailable in ClusterQueue cq",
+    ),
+    (
+        "more pods than the pods quota allows",
+        pods_quota(1),
+        (
+            "Workload",
+            "train",
+            "spec.podSets[0]",
+            "needs 2 pods (2 pods) but cluster queue cq can never hold more",
+        ),
+        "couldn't assign flavors to pod set main: insufficient quota for pods in flavor a100, "
+        "request > maximum capacity (2 > 1)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"), [c[1:3] for c in NEVER_ADMITTED], ids=[c[0] for c in NEVER_ADMITTED]
+)
+def test_validate_reports_a_workload_kueue_never_admits_as_an_error(
+    tmp_path: Path, mutate: Callable[[Docs], None], expected: tuple[str, str, str, str]
+) -> None:
+    docs = base_docs()
+    mutate(docs)
+    result = load_docs(tmp_path, docs, strict=True)
+    (error,) = result.errors
+    assert _match(error, *expected) and error.stays_pending, "\n".join(map(str, result.diagnostics))
+    assert error.path.endswith("config.yaml") and error.line >= 1
+    assert result.config is None and result.workloads == ()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected", "pending"), [c[1:] for c in NEVER_ADMITTED], ids=[c[0] for c in NEVER_ADMITTED]
+)
+def test_the_other_verbs_load_a_workload_kueue_never_admits_and_leave_it_pending(
+    tmp_path: Path, mutate: Callable[[Docs], None], expected: tuple[str, str, str, str], pending: str
+) -> None:
+    docs = base_docs()
+    mutate(docs)
+    result = load_docs(tmp_path, docs)
+    assert result.errors == (), "\n".join(map(str, result.diagnostics))
+    (warning,) = [d for d in result.warnings if _match(d, *expected)]
+    assert warning.message.endswith(": the workload stays pending (an error for gpuq validate)")
+    assert result.config is not None
+    scheduler = Scheduler(result.config)
+    for workload in result.workloads:
+        scheduler.submit(workload)
+    run = run_cycles(scheduler)
+    assert run.admitted == {}
+    assert pending in run.pending["ml/train"].message
 
 
 WARNINGS: list[tuple[str, Callable[[Docs], None], tuple[str, str, str, str]]] = [

@@ -4,13 +4,19 @@ A diagnostic renders as ``path:line: Kind/name: field.path: message`` so that
 editors and terminals can jump to it. Field paths use Kubernetes notation
 (``spec.resourceGroups[0].flavors[1].name``, map keys in brackets when they are
 not plain identifiers: ``requests[nvidia.com/gpu]``).
+
+A diagnostic that marks a workload Kueue would never admit (``stays_pending``: it can never fit
+its ClusterQueue, its LocalQueue does not exist) is a class of its own: ``gpuq validate`` reports
+it as an error, while the verbs that run workloads (admit, simulate, import, serve) load the
+workload, report a warning and leave it pending with the engine's message, as Kueue would
+(:func:`as_loaded`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 Severity = Literal["error", "warning"]
@@ -42,6 +48,9 @@ class Diagnostic:
     field: str
     message: str
     severity: Severity = "error"
+    stays_pending: bool = False
+    """A workload Kueue would keep pending for ever: an error for ``gpuq validate``, a warning
+    for the verbs that load the workload and run it (:func:`as_loaded`)."""
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}:"
@@ -54,6 +63,17 @@ class Diagnostic:
     def sort_key(self) -> tuple[str, int, int, str, str]:
         """Order by file, line, errors before warnings, then field and message."""
         return (self.path, self.line, 0 if self.severity == "error" else 1, self.field, self.message)
+
+
+STAYS_PENDING = "the workload stays pending (an error for gpuq validate)"
+
+
+def as_loaded(diagnostic: Diagnostic, strict: bool) -> Diagnostic:
+    """``diagnostic`` as a verb reports it: a ``stays_pending`` finding is an error when ``strict``
+    (``gpuq validate``), otherwise a warning saying that the workload stays pending."""
+    if not diagnostic.stays_pending or strict or diagnostic.severity == "warning":
+        return diagnostic
+    return replace(diagnostic, severity="warning", message=f"{diagnostic.message}: {STAYS_PENDING}")
 
 
 def sort_diagnostics(diagnostics: Iterable[Diagnostic]) -> tuple[Diagnostic, ...]:
@@ -111,11 +131,17 @@ class Manifest:
         return parts
 
     def diagnostic(
-        self, field: Sequence[str | int], message: str, severity: Severity = "error"
+        self,
+        field: Sequence[str | int],
+        message: str,
+        severity: Severity = "error",
+        *,
+        stays_pending: bool = False,
     ) -> Diagnostic:
-        """A diagnostic about ``field`` of this object."""
+        """A diagnostic about ``field`` of this object (``stays_pending``: see :class:`Diagnostic`)."""
         shown = format_field_path(self.written_path(field))
-        return Diagnostic(self.path, self.line_of(field), self.kind, self.name, shown, message, severity)
+        line = self.line_of(field)
+        return Diagnostic(self.path, line, self.kind, self.name, shown, message, severity, stays_pending)
 
     @property
     def ref(self) -> str:

@@ -504,7 +504,11 @@ class ConfigWaitForPodsReady(Strict):
 
 
 class Configuration(Strict):
-    """Kueue's ``Configuration`` (no metadata); settings that do not change decisions pass through."""
+    """Kueue's ``Configuration`` (no metadata); settings that do not change decisions pass through.
+
+    ``manageJobsWithoutQueueName``, ``managedJobsNamespaceSelector`` and the LocalQueueDefaulting
+    feature gate decide the queue of a job without a queue-name label (:mod:`gpuq.api.queue_defaulting`).
+    """
 
     api_version: str
     kind: str
@@ -514,8 +518,8 @@ class Configuration(Strict):
     wait_for_pods_ready: ConfigWaitForPodsReady | None = None
     queue_visibility: Any = None
     namespace: Any = None
-    manage_jobs_without_queue_name: Any = None
-    managed_jobs_namespace_selector: Any = None
+    manage_jobs_without_queue_name: bool | None = None
+    managed_jobs_namespace_selector: LabelSelector | None = None
     internal_cert_management: Any = None
     client_connection: Any = None
     integrations: Any = None

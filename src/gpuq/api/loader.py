@@ -8,13 +8,17 @@
    (``kind: List`` documents are expanded; empty documents are skipped);
 3. turn each document into a typed model (:mod:`gpuq.api.kueue`), workload
    sources through :mod:`gpuq.api.sources`; type errors become error
-   diagnostics, unknown fields warnings;
+   diagnostics, unknown fields warnings; sources without a queue-name label get
+   Kueue's queue defaulting (:mod:`gpuq.api.queue_defaulting`);
 4. run the per-object and whole-configuration checks (:mod:`gpuq.api.validation`);
    and the machine checks (:mod:`gpuq.api.machine_checks`);
 5. only when no error was found, convert to the core model (:mod:`gpuq.api.convert`,
    machines by :mod:`gpuq.api.nodes_convert`).
 
-Nothing loads half-valid: one error anywhere and ``config`` is None.
+Nothing loads half-valid: one error anywhere and ``config`` is None. A workload Kueue would
+keep pending for ever (its LocalQueue does not exist, it can never fit its ClusterQueue) is
+not an error but a ``stays_pending`` warning and loads, unless ``strict`` (``gpuq validate``)
+makes it an error (:func:`gpuq.api.diagnostics.as_loaded`).
 """
 
 from __future__ import annotations
@@ -31,13 +35,22 @@ from typing import Any, TextIO
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from gpuq.api import convert, kueue, machine_checks, nodes_convert, references, serving, validation
+from gpuq.api import (
+    convert,
+    kueue,
+    machine_checks,
+    nodes_convert,
+    queue_defaulting,
+    references,
+    serving,
+    validation,
+)
 from gpuq.api import scenario as _scenario  # noqa: F401  (registers the Scenario kind)
-from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, ManifestError, sort_diagnostics
+from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, ManifestError, as_loaded, sort_diagnostics
 from gpuq.api.fields import unknown_fields, unknown_raw_fields
 from gpuq.api.names import dns_subdomain_problem
 from gpuq.api.nodes_convert import NodePoolSummary
-from gpuq.api.source_fields import template_aliases
+from gpuq.api.source_fields import QUEUE_LABEL, template_aliases
 from gpuq.core.gpus import DEFAULT_CATALOGUE, GPUCatalogue
 from gpuq.core.model import ClusterConfig, Workload
 from gpuq.core.nodes import Node
@@ -104,16 +117,20 @@ class Document:
         return self.lines.get(parts, self.line)
 
 
-def load(paths: Sequence[str], stdin: TextIO | None = None) -> LoadResult:
+def load(paths: Sequence[str], stdin: TextIO | None = None, *, strict: bool = False) -> LoadResult:
     """Read every manifest under ``paths`` and return the configuration, workloads and diagnostics.
 
-    Diagnostics of all files (errors and warnings) are sorted by ``(path, line)``.
+    Diagnostics of all files (errors and warnings) are sorted by ``(path, line)``. ``strict``
+    (``gpuq validate``) makes the ``stays_pending`` findings errors; otherwise they are warnings
+    and their workloads load (and stay pending, as Kueue leaves them).
     """
     diagnostics: list[Diagnostic] = []
-    return load_texts(_read_inputs(paths, stdin, diagnostics), diagnostics)
+    return load_texts(_read_inputs(paths, stdin, diagnostics), diagnostics, strict=strict)
 
 
-def load_texts(texts: Iterable[tuple[str, str]], diagnostics: list[Diagnostic] | None = None) -> LoadResult:
+def load_texts(
+    texts: Iterable[tuple[str, str]], diagnostics: list[Diagnostic] | None = None, *, strict: bool = False
+) -> LoadResult:
     """:func:`load` for documents already in memory: ``(display path, YAML or JSON text)`` pairs, as a
     control plane holds the objects it was given."""
     diagnostics = diagnostics if diagnostics is not None else []
@@ -127,16 +144,19 @@ def load_texts(texts: Iterable[tuple[str, str]], diagnostics: list[Diagnostic] |
                 manifest = read_manifest(item, diagnostics, broken)
                 if manifest is not None:
                     manifests.append(manifest)
+    manifests, unqueued = queue_defaulting.default_queues(manifests)
+    diagnostics += unqueued
     for manifest in manifests:
         diagnostics += validation.validate_object(manifest)
     diagnostics += references.validate_references(manifests, broken)
     diagnostics += serving.validate_services(manifests)
     diagnostics += machine_checks.validate_machines(manifests)
-    if any(d.severity == "error" for d in diagnostics):
+    diagnostics = [as_loaded(d, strict) for d in diagnostics]
+    if any(d.severity == "error" and not d.stays_pending for d in diagnostics):  # those convert
         return LoadResult(None, (), sort_diagnostics(diagnostics), tuple(manifests))
     config, workloads = convert.convert(manifests)
     found = nodes_convert.convert_machines(manifests)
-    diagnostics += references.validate_capacity(manifests, config, workloads)
+    diagnostics += [as_loaded(d, strict) for d in references.validate_capacity(manifests, config, workloads)]
     diagnostics += machine_checks.placement_warnings(manifests, config, found.nodes)
     diagnostics += machine_checks.oversized_pods(manifests, workloads, found.nodes)
     if any(d.severity == "error" for d in diagnostics):
@@ -153,10 +173,10 @@ def load_texts(texts: Iterable[tuple[str, str]], diagnostics: list[Diagnostic] |
 
 
 def load_or_raise(
-    paths: Sequence[str], stdin: TextIO | None = None
+    paths: Sequence[str], stdin: TextIO | None = None, *, strict: bool = False
 ) -> tuple[ClusterConfig, tuple[Workload, ...]]:
     """Like :func:`load`, but raise :class:`ManifestError` (with every diagnostic) on any error."""
-    result = load(paths, stdin)
+    result = load(paths, stdin, strict=strict)
     if result.config is None:
         raise ManifestError(result.diagnostics)
     return result.config, result.workloads
@@ -347,15 +367,35 @@ def _read_source(
         diagnostics.append(Diagnostic(document.path, line, kind, name, err.field, err.message))
         return None
     aliases = template_aliases(data, workload)
+    aliases[queue_defaulting.QUEUE_FIELD] = _queue_written_at(data)
     lines = {
         (*ours, *path[len(theirs) :]): line
         for ours, theirs in aliases.items()
         for path, line in document.lines.items()
         if path[: len(theirs)] == theirs
     }
+    if queue_defaulting.QUEUE_FIELD not in lines:  # no label: point at the labels, else the metadata
+        where = document.lines.get(("metadata", "labels")) or document.lines.get(("metadata",))
+        if where is not None:
+            lines[queue_defaulting.QUEUE_FIELD] = where
     source_doc = Document(document.path, document.line, workload, {})
     display = (kind, name)
     return _validate_model(source_doc, kueue.Workload, workload, lines, display, diagnostics, broken, aliases)
+
+
+def _queue_written_at(data: Mapping[str, Any]) -> FieldPath:
+    """Where a source names its queue: the queue-name label, or the deprecated annotation when
+    only that is set (Kueue's ``QueueNameForObject``); the label when neither is."""
+    label: FieldPath = ("metadata", "labels", QUEUE_LABEL)
+    metadata = data.get("metadata")
+    if not isinstance(metadata, dict):
+        return label
+    labels, annotations = metadata.get("labels"), metadata.get("annotations")
+    if isinstance(labels, dict) and labels.get(QUEUE_LABEL):
+        return label
+    if isinstance(annotations, dict) and annotations.get(QUEUE_LABEL):
+        return ("metadata", "annotations", QUEUE_LABEL)
+    return label
 
 
 def _sources() -> ModuleType | None:

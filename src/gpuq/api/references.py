@@ -2,8 +2,12 @@
 
 * :func:`validate_references`: duplicates, dangling references, cohort
   cycles, missing priority classes.
-* :func:`validate_capacity` runs on the converted core model and rejects
+* :func:`validate_capacity` runs on the converted core model and finds
   workloads that no flavor of their ClusterQueue could ever hold.
+
+A workload's missing LocalQueue and a workload that can never fit are ``stays_pending``
+diagnostics (:class:`gpuq.api.diagnostics.Diagnostic`): errors for ``gpuq validate``, warnings
+for the verbs that load the workload and leave it pending, as Kueue does.
 
 Every function returns diagnostics and never raises on bad input.
 """
@@ -162,7 +166,7 @@ def _workload_references(index: Index) -> Iterator[Diagnostic]:
         wl = manifest.model
         if wl.spec.queue_name and (manifest.namespace, wl.spec.queue_name) not in local_queues:
             message = f"LocalQueue {wl.spec.queue_name!r} not found in namespace {manifest.namespace!r}"
-            yield manifest.diagnostic(("spec", "queueName"), message)
+            yield manifest.diagnostic(("spec", "queueName"), message, stays_pending=True)
         ref = wl.priority_class()
         if ref is not None and ref[1] not in classes[ref[0]]:
             kind = "WorkloadPriorityClass" if ref[0] == kueue.WPC_SOURCE else "PriorityClass"
@@ -199,7 +203,7 @@ def workload_manifests(manifests: Sequence[Manifest]) -> dict[tuple[str, str | N
 def validate_capacity(
     manifests: Sequence[Manifest], config: core.ClusterConfig, workloads: Sequence[core.Workload]
 ) -> list[Diagnostic]:
-    """Reject pending workloads that no flavor of their ClusterQueue could ever hold.
+    """Pending workloads that no flavor of their ClusterQueue could ever hold (``stays_pending``).
 
     For each pod set and resource with a non-zero request: the ClusterQueue must
     cover the resource, and per-pod × (minCount or count) must not exceed the
@@ -248,7 +252,7 @@ def _pod_set_capacity(
         group = next((g for g in cq.resource_groups if resource in g.covered_resources), None)
         if group is None:
             message = f"cluster queue {cq.name} does not cover resource {resource}"
-            out.append(manifest.diagnostic(at, message))
+            out.append(manifest.diagnostic(at, message, stays_pending=True))
             continue
         node = tree.cluster_queues[cq.name]
         best = max((potential_available(node, (f.name, resource)) for f in group.flavors), default=0)
@@ -257,5 +261,5 @@ def _pod_set_capacity(
                 f"pod set {pod_set.name!r} needs {total} {resource} ({pods} pods) but cluster queue "
                 f"{cq.name} can never hold more than {best} in any flavor"
             )
-            out.append(manifest.diagnostic(at, message))
+            out.append(manifest.diagnostic(at, message, stays_pending=True))
     return out

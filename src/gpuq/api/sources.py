@@ -8,8 +8,10 @@ way Kueue's job integrations build one (``pkg/controller/jobs/*``,
    cut to 247 characters, ``-``, then the first 5 hex digits of
    ``sha1(kind \\n group \\n name \\n uid)``.
 2. The queue is the ``kueue.x-k8s.io/queue-name`` label, else the deprecated
-   annotation of the same key, else ``""`` (Kueue leaves such a job alone
-   unless ``manageJobsWithoutQueueName``; gpuq still converts it).
+   annotation of the same key, else ``""``: the loader then applies Kueue's
+   LocalQueueDefaulting and ``manageJobsWithoutQueueName``
+   (:mod:`gpuq.api.queue_defaulting`); a job still without a queue is converted
+   all the same and stays pending.
 3. Pod sets follow each integration's ``PodSets()``; checks that Kueue's (or
    the source project's) admission webhooks make become :class:`SourceError`.
 4. Priority: the ``kueue.x-k8s.io/priority-class`` label names a

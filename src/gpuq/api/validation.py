@@ -53,7 +53,8 @@ def validate_object(manifest: Manifest) -> list[Diagnostic]:
     if check is not None:
         findings += check(obj)
     out = [manifest.diagnostic(path, message) for path, message in findings]
-    if isinstance(obj, kueue.Workload) and not obj.spec.queue_name:
+    # A source (Job...) without a queue is reported by gpuq.api.queue_defaulting, naming its label.
+    if isinstance(obj, kueue.Workload) and not obj.spec.queue_name and manifest.kind == "Workload":
         out.append(
             manifest.diagnostic(
                 ("spec", "queueName"), "no queue name: the workload will never be admitted", "warning"
