@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpuq.sim.provisioning import Provisioner
+from gpuq.sim.provisioning.provisioner import Provisioner
 from gpuq.sim.scenario import load_workloads, plan_scenario, prepare
 
 CLUSTER = """\

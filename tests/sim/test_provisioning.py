@@ -14,8 +14,8 @@ import pytest
 from gpuq.api.scenario import Generator
 from gpuq.sim.generator import generate
 from gpuq.sim.metrics import checkpoint_metrics
-from gpuq.sim.provisioning import Provisioner
-from gpuq.sim.provisioning_report import cost_metrics, provisioning_metrics
+from gpuq.sim.provisioning.provisioner import Provisioner
+from gpuq.sim.provisioning.report import cost_metrics, provisioning_metrics
 from gpuq.sim.report import render_report
 from gpuq.sim.scenario import ScenarioError, load_workloads, plan_scenario, prepare
 from gpuq.sim.simulator import JobStatus, SimResult
@@ -155,7 +155,6 @@ def test_pool_max_caps_arrivals_and_scales_to_zero_after_idle(tmp_path: Path) ->
         (3720.0, 7320.0, JobStatus.SUCCEEDED),
     ]
     assert prov.counters.nodes_added == 2
-
 
 
 def test_workloads_arriving_while_a_node_boots_wait_for_its_room_instead_of_ordering_more(

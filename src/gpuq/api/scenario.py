@@ -253,7 +253,7 @@ class DisruptionBudgetSpec(Strict):
 
 
 class ProvisioningSettings(Strict):
-    """The simulator carries out provisioning decisions (gpuq.sim.provisioning): autoscaled pools,
+    """The simulator carries out provisioning decisions (gpuq.sim.provisioning.provisioner): autoscaled pools,
     compute classes, queued provisioning, spot interruptions, cost attribution."""
 
     autoscaling: bool = True
@@ -291,7 +291,9 @@ class ScenarioSpec(Strict):
     fairness: Fairness = Fairness()
     variants: list[Variant] = Field(default_factory=list)
     serving: ServingSection | None = None  # services' traffic and replicas (gpuq.api.serving_scenario)
-    provisioning: ProvisioningSettings | None = None  # autoscaling, DWS, spot, cost: gpuq.sim.provisioning
+    provisioning: ProvisioningSettings | None = (
+        None  # autoscaling, DWS, spot, cost: gpuq.sim.provisioning.provisioner
+    )
 
     @model_validator(mode="after")
     def _unique_variants(self) -> ScenarioSpec:

@@ -13,9 +13,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpuq.sim import provisioning_report
 from gpuq.sim.metrics import SCHEMA, variant_metrics, workloads_csv
-from gpuq.sim.provisioning import Provisioner
+from gpuq.sim.provisioning import report as provisioning_report
+from gpuq.sim.provisioning.provisioner import Provisioner
 from gpuq.sim.scenario import (
     PreparedVariant,
     ScenarioError,
@@ -297,7 +297,7 @@ def _print_summary(plan: ScenarioPlan, variants: list[dict[str, Any]]) -> None:
 
 
 def _print_provisioning(variants: list[dict[str, Any]]) -> None:
-    """Provisioning and cost side by side (gpuq.sim.provisioning_report)."""
+    """Provisioning and cost side by side (gpuq.sim.provisioning.report)."""
     table = Table(title="Provisioning and cost")
     table.add_column("")
     for v in variants:

@@ -111,7 +111,7 @@ class Recorder:
         self._prices: dict[str, float] = {}
         self.watch: Callable[[float, str, NodeCapacity | None], None] | None = None
         """Told of every node that comes up, changes (``capacity``) or goes down (None): the
-        provisioning hooks' idle tracking (gpuq.sim.provisioning); None costs nothing."""
+        provisioning hooks' idle tracking (gpuq.sim.provisioning.provisioner); None costs nothing."""
         self.queues = {
             name: QueueLedger(cq.cohort, nominal_gpus(cq.resource_groups))
             for name, cq in config.cluster_queues.items()

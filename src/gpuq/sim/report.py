@@ -426,13 +426,13 @@ def _empty(text: str) -> str:
 
 
 def _cost_tables(variants: Sequence[Metrics]) -> str:
-    from gpuq.sim.provisioning_html import cost_tables  # it builds on this module's helpers
+    from gpuq.sim.provisioning.report_html import cost_tables  # it builds on this module's helpers
 
     return cost_tables(variants)
 
 
 def _provisioning_figure(variants: Sequence[Metrics]) -> str:
-    from gpuq.sim.provisioning_html import timeline_figure
+    from gpuq.sim.provisioning.report_html import timeline_figure
 
     return timeline_figure(variants)
 

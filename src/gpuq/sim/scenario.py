@@ -35,8 +35,8 @@ from gpuq.sim.fcfs import ANY_FLAVOR, FCFS_QUEUE, fcfs_config
 from gpuq.sim.generator import generate
 from gpuq.sim.initial_state import InitialState, StateSource, initial_state, later_arrivals
 from gpuq.sim.jobs import SimJob, to_sim_jobs, unplaceable
-from gpuq.sim.provisioning import Provisioner
-from gpuq.sim.provisioning_setup import ProvisioningSetup, provisioning_setup, spare_nodes, unserved_flavors
+from gpuq.sim.provisioning.provisioner import Provisioner
+from gpuq.sim.provisioning.setup import ProvisioningSetup, provisioning_setup, spare_nodes, unserved_flavors
 from gpuq.sim.serving.fleet import ServingFleet, ServingPlan
 from gpuq.sim.serving.plan import ServingPlanError, serving_plan
 from gpuq.sim.simulator import NodeChange, Resident, SimSettings, Simulation
@@ -96,7 +96,7 @@ class PreparedVariant:
     state_warnings: tuple[Diagnostic, ...] = ()  # what the initial state assumed
     notes: tuple[str, ...] = ()  # trace rows the initial state replaces
     serving: ServingPlan | None = None  # autoscaled services (spec.serving), see gpuq.sim.serving.fleet
-    provisioning: ProvisioningSetup | None = None  # spec.provisioning, see gpuq.sim.provisioning
+    provisioning: ProvisioningSetup | None = None  # spec.provisioning, see gpuq.sim.provisioning.provisioner
 
     def simulation(
         self,

@@ -1,5 +1,5 @@
 """The simulator carries out core/provisioning's decisions: node autoscaling, compute classes,
-spot interruptions (queued provisioning is :mod:`gpuq.sim.provisioning_queued`).
+spot interruptions (queued provisioning is :mod:`gpuq.sim.provisioning.queued_requests`).
 
 :class:`Provisioner` rides on a :class:`~gpuq.sim.simulator.Simulation` through its
 :class:`~gpuq.sim.simulator.ProvisioningHooks`. Every node of a scalable pool exists from the
@@ -45,8 +45,8 @@ from gpuq.core.provisioning.compute_class import choose, should_migrate
 from gpuq.core.provisioning.disruption import NodeState, PodInfo, plan_consolidation
 from gpuq.core.provisioning.options import MachineOption, PodGroup, PodShape, Stock, stock_at
 from gpuq.sim.cost import CostTracker
-from gpuq.sim.provisioning_queued import QueuedProvisioning
-from gpuq.sim.provisioning_setup import ProvisioningSetup
+from gpuq.sim.provisioning.queued_requests import QueuedProvisioning
+from gpuq.sim.provisioning.setup import ProvisioningSetup
 from gpuq.sim.series import StepSeries
 from gpuq.sim.simulator import JobRun, JobStatus, Simulation
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from gpuq.sim.cost import cost_section
 from gpuq.sim.metrics import quantiles
-from gpuq.sim.provisioning import Provisioner
+from gpuq.sim.provisioning.provisioner import Provisioner
 from gpuq.sim.series import binned
 from gpuq.sim.simulator import SimResult
 

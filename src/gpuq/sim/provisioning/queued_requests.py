@@ -45,7 +45,7 @@ from gpuq.sim.series import StepSeries
 from gpuq.sim.simulator import JobRun, JobStatus, Simulation
 
 if TYPE_CHECKING:
-    from gpuq.sim.provisioning import Provisioner
+    from gpuq.sim.provisioning.provisioner import Provisioner
 
 
 class QueuedProvisioning:
@@ -143,8 +143,8 @@ class QueuedProvisioning:
             self._try(key, now)
 
     def handlers(self) -> dict[str, Callable[[str, int, float, Simulation], None]]:
-        """This part's events by kind, for :class:`~gpuq.sim.provisioning.Provisioner`'s table; each
-        is keyed by workload and ignored once the workload has no request."""
+        """This part's events by kind, for :class:`~gpuq.sim.provisioning.provisioner.Provisioner`'s
+        table; each is keyed by workload and ignored once the workload has no request."""
         return {
             "q_ready": self._on_ready,
             "q_timeout": self._on_timeout,

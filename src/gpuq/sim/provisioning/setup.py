@@ -57,7 +57,7 @@ class Interruption:
 
 @dataclass(frozen=True, slots=True)
 class ProvisioningSetup:
-    """Plain data for :class:`gpuq.sim.provisioning.Provisioner`."""
+    """Plain data for :class:`gpuq.sim.provisioning.provisioner.Provisioner`."""
 
     pools: tuple[PoolSpec, ...]
     start_counts: Mapping[str, int]
