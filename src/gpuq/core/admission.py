@@ -1,18 +1,18 @@
-"""The scheduling cycle, as Kueue runs it (kueue-semantics §3).
+"""The scheduling cycle, as Kueue runs it (Kueue: ``schedule`` in pkg/scheduler/scheduler.go).
 
 One cycle:
 
-1. Heads: the top of every active ClusterQueue's heap (§3.1).
+1. Heads: the top of every active ClusterQueue's heap (pkg/cache/queue/manager.go).
 2. Nomination: each head gets a flavor assignment and, when it needs
-   preemption, its targets, all against the same start-of-cycle state (§3.3,
-   §3.4); partial admission shrinks pod sets only when neither fit nor
-   preemption works at full size (§9).
-3. Order: non-borrowing before borrowing, then priority, then age (§3.5), or
-   the fair-sharing tournament when fair sharing is on (§7.3).
+   preemption, its targets, all against the same start-of-cycle state (nominate,
+   getInitialAssignments); partial admission shrinks pod sets only when neither fit nor
+   preemption works at full size (flavorassigner/podset_reducer.go).
+3. Order: non-borrowing before borrowing, then priority, then age (makeClassicalIterator), or
+   the fair-sharing tournament when fair sharing is on (pkg/scheduler/fair_sharing_iterator.go).
 4. Processing: no-fit and no-candidate entries wait (the latter reserving
-   capacity, §3.7); entries whose targets overlap earlier ones or which no
+   capacity, quotaResourcesToReserve); entries whose targets overlap earlier ones or which no
    longer fit are skipped; preemptors evict and wait; the rest are admitted
-   (§3.6). Quota taken earlier in the cycle is never given twice.
+   (processEntry). Quota taken earlier in the cycle is never given twice.
 
 :meth:`Scheduler.plan_cycle` computes the decisions and leaves the state as it
 found it; :meth:`Scheduler.apply` reserves quota and updates the queues.
@@ -88,7 +88,7 @@ class Scheduler:
         self.queues[target].push(workload)
 
     def _submit_reserved(self, workload: Workload, placed: Sequence[PodBinding] | None = None) -> None:
-        """A workload with ``status.admission``: it holds quota unless a check evicted it (§10.3)."""
+        """A workload with ``status.admission``: it holds quota unless a check evicted it."""
         assert workload.admission is not None
         cq_name = workload.admission.cluster_queue
         checks = workload.admission_checks
@@ -175,7 +175,7 @@ class Scheduler:
 
     # ------------------------------------------------------------------ cycle
     def heads(self, now: float) -> list[Entry]:
-        """§3.1: one head per active ClusterQueue."""
+        """The queue manager's heads: one head per active ClusterQueue."""
         entries = []
         for name, queue in self.queues.items():
             if name in self.inactive:
@@ -221,7 +221,7 @@ class Scheduler:
         preempted: list[Preempt],
         pending: list[Pending],
     ) -> None:
-        """§3.6 for one entry."""
+        """Kueue's processEntry for one entry."""
         assignment = entry.assignment
         assert assignment is not None
         cq = self.config.cluster_queues[entry.cluster_queue]
@@ -291,7 +291,7 @@ class Scheduler:
         victims: dict[str, AdmittedWorkload],
         pending: list[Pending],
     ) -> bool:
-        """§3.6c: targets already chosen this cycle; recompute with every victim gone, flavors pinned.
+        """Targets already chosen this cycle; recompute with every victim gone, flavors pinned.
 
         A fit becomes a deferred fit: its quota is held for the rest of the cycle
         and it waits for the evictions. New targets that do not overlap let the
@@ -341,7 +341,7 @@ class Scheduler:
         return Admit(entry.key, entry.cluster_queue, pod_sets, assignment.borrowing > 0, checks, message)
 
     def _reservation(self, entry: Entry) -> dict[FlavorResource, int]:
-        """§3.7: capacity a preemptor without candidates keeps from later entries."""
+        """quotaResourcesToReserve: capacity a preemptor without candidates keeps from later entries."""
         assert entry.assignment is not None
         node = self.state.node(entry.cluster_queue)
         reserve: dict[FlavorResource, int] = {}
@@ -392,7 +392,7 @@ class Scheduler:
                 self.binder.bind(workload, decision.pod_sets)
 
     def _park_equivalent(self, queue: ClusterQueueQueue, entry: Entry) -> None:
-        """§5.4: workloads shaped like a head that found no room wait with it, unevaluated."""
+        """Equivalence hashing: workloads shaped like a head that found no room wait with it, unevaluated."""
         head_why = self.why.get(entry.key)
         for key in queue.park_equivalent(entry.workload):
             if head_why is not None:
@@ -400,7 +400,7 @@ class Scheduler:
                 self.why[key] = Pending(key, head_why.reason, message, entry.cluster_queue)
 
     def _remember_scan(self, entry: Entry) -> None:
-        """Keep where the flavor scan stopped, except after preemption or overlap (§4.8)."""
+        """Keep where the flavor scan stopped, except after preemption or overlap."""
         if entry.assignment is None or entry.clear_scan or entry.requeue == RequeueReason.PENDING_PREEMPTION:
             self.last_tried.pop(entry.key, None)
         else:
@@ -410,7 +410,7 @@ class Scheduler:
         """Complete an eviction: release quota, requeue the workload and wake its cohort tree.
 
         ``requeue_at`` is Kueue's ``requeueState.requeueAt``: the workload waits in its
-        queue until then (a backoff after a waitForPodsReady timeout, §8.2).
+        queue until then (a backoff after a waitForPodsReady timeout, Kueue's UpdateRequeueState).
         """
         admitted = self.state.release(key)
         self._release_nodes(key)
@@ -453,7 +453,7 @@ class Scheduler:
         return admitted.workload if admitted is not None else None
 
     def wake(self, cq_name: str) -> None:
-        """§5.3: capacity may have changed in the cohort tree of ``cq_name``."""
+        """Capacity may have changed in the cohort tree of ``cq_name``: its inadmissible workloads return."""
         for node in self.state.tree.queues_in_tree(self.state.node(cq_name)):
             self.queues[node.name].requeue_inadmissible()
 
@@ -529,7 +529,7 @@ class Scheduler:
 
 
 def _classical_key(entry: Entry) -> tuple[int, int, float, str]:
-    """§3.5: less borrowing first, then higher priority, then earlier timestamp."""
+    """Kueue's compareEntries: less borrowing first, then higher priority, then earlier timestamp."""
     borrowing = entry.assignment.borrowing if entry.assignment else 0
     return (borrowing, -entry.workload.priority, entry.workload.creation_time, entry.key)
 
