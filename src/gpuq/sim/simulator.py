@@ -131,7 +131,7 @@ class JobRun:
 
 
 class ServiceHooks(Protocol):
-    """Autoscaled services riding on the simulation (:class:`gpuq.sim.serving.ServingFleet`).
+    """Autoscaled services riding on the simulation (:class:`gpuq.sim.serving.fleet.ServingFleet`).
 
     They submit and withdraw replica workloads through :meth:`Simulation.submit` and
     :meth:`Simulation.withdraw`, and are told when a replica is bound, ready or stopped.
@@ -149,7 +149,7 @@ class ServiceHooks(Protocol):
 
 
 class ProvisioningHooks(Protocol):
-    """Node provisioning riding on the simulation (:class:`gpuq.sim.provisioning.Provisioner`):
+    """Node provisioning riding on the simulation (:class:`gpuq.sim.provisioning.provisioner.Provisioner`):
     autoscaled pools, ProvisioningRequest admission checks, spot interruptions. Nodes join and leave
     through :meth:`Simulation.add_node` and :meth:`Simulation.remove_node`."""
 
