@@ -2,30 +2,30 @@
 
 Each :meth:`ControlLoop.step`:
 
-1. reloads the configuration when an object changed (a new ``Scheduler``, the
-   workloads that hold quota resubmitted with their admission);
+1. reloads the configuration when an object changed (a new ``Scheduler`` and
+   lifecycle, the workloads that hold quota adopted with their admission);
 2. takes in workloads submitted to the store since the last step;
-3. reaps pod exits: a failed pod restarts until the Job's ``backoffLimit`` is
-   spent, every pod succeeded finishes the workload (or, for a workload with a
-   completion pod set such as a RayJob's submitter, that set's pods' exits),
-   an evicted workload whose pods are all gone is requeued;
-4. enforces time: ``activeDeadlineSeconds``, waitForPodsReady's timeout and
-   its requeue backoff, restart backoff;
-5. when something changed and no eviction is in flight, runs Kueue cycles with
-   the same :class:`~gpuq.core.admission.Scheduler` ``gpuq admit`` and ``gpuq
-   simulate`` use, applies the cycle's decisions to the store in one
-   transaction, then starts the admitted pods on exactly the devices placement
-   chose, and sends preemption victims SIGTERM (SIGKILL after their grace).
+3. reaps pod exits and hands each to the lifecycle as an event;
+4. fires the lifecycle's timers that are due (waitForPodsReady, requeue
+   backoff, pod restart backoff, ``activeDeadlineSeconds``);
+5. lets the lifecycle settle: Kueue cycles with the same
+   :class:`~gpuq.core.admission.Scheduler` ``gpuq admit`` and ``gpuq simulate``
+   use, run by the same :class:`~gpuq.core.lifecycle.Lifecycle` the simulator
+   drives.
 
-Preemption completes when the victim's processes are gone: only then is its
-quota released and the workload requeued, as a kubelet and Kueue would. While
-an eviction is in flight no new cycle runs, so a preemptor never picks victims
-twice.
+Every rule lives in the lifecycle; this loop only translates: store changes and
+process exits into events, effects into store writes and executor actions
+(start the pods on exactly the devices placement chose, SIGTERM preemption
+victims with SIGKILL after their grace). Preemption completes when the victim's
+processes are gone: only then is its quota released and the workload requeued,
+as a kubelet and Kueue would.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import heapq
+import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,12 +39,32 @@ from gpuq.api.loader import load_texts
 from gpuq.api.source_fields import SourceError
 from gpuq.api.sources import to_workload
 from gpuq.core.admission import Scheduler
-from gpuq.core.decisions import Admit
-from gpuq.core.model import CheckState, ClusterConfig, Workload
+from gpuq.core.decisions import CycleResult
+from gpuq.core.lifecycle import (
+    Effect,
+    Ended,
+    JobPolicy,
+    Lifecycle,
+    Noted,
+    Preempted,
+    Requeued,
+    Reserved,
+    RestartPod,
+    StartPods,
+    StateChanged,
+    StopPods,
+    WaitReason,
+    WakeAt,
+    WorkloadState,
+)
+from gpuq.core.lifecycle import events as ev
+from gpuq.core.lifecycle.machine import LifecycleSettings
+from gpuq.core.lifecycle.states import ACTIVE as ACTIVE_STATES
+from gpuq.core.model import ClusterConfig, Workload
 from gpuq.core.nodes import Node
 from gpuq.core.placement.engine import Placer, PodBinding
 from gpuq.run.devices import DeviceAllocator
-from gpuq.run.executors.base import Executor, ExecutorError, PodExit
+from gpuq.run.executors.base import Executor, ExecutorError
 from gpuq.run.gpus import GPUDevice
 from gpuq.run.jobs import JobRun, job_run
 from gpuq.run.pods import PodState, Tracked, kill_leftover, pod_key, pod_launch, pod_record
@@ -53,7 +73,7 @@ from gpuq.run.store import ConditionRecord, Store, WorkloadChange, WorkloadRecor
 if TYPE_CHECKING:
     from gpuq.run.serving.controller import ServiceController
 
-ACTIVE = ("Pending", "QuotaReserved", "Admitted", "Running")
+ACTIVE = tuple(state.value for state in ACTIVE_STATES)
 KUEUE_KINDS = frozenset(
     {
         "ResourceFlavor",
@@ -84,7 +104,10 @@ class LoopCounters:
 
 
 class ControlLoop:
-    """Admission, placement and execution for one store; run it only on the elected leader."""
+    """Admission, placement and execution for one store; run it only on the elected leader.
+
+    The loop is the lifecycle's live driver (:class:`~gpuq.core.lifecycle.LifecycleHooks`): it
+    applies each effect to the store and the executor as the lifecycle emits it."""
 
     def __init__(
         self,
@@ -112,22 +135,37 @@ class ControlLoop:
         self.restart_backoff_s = restart_backoff_s
         self.tracked: dict[str, Tracked] = {}
         self.scheduler: Scheduler | None = None
+        self.life: Lifecycle | None = None
         self.config: ClusterConfig | None = None
         self.priorities: convert.PriorityTable | None = None
         self.config_problem = ""
         self._config_signature: tuple[tuple[str, str, str, int], ...] | None = None
-        self._dirty = True
         self._recovered = False
         self.counters = LoopCounters()
         self._seen_version = -1
         self._allocators = {node: DeviceAllocator(found) for node, found in (devices or {}).items()}
         self.services = services
+        self._timers: list[tuple[float, int, WakeAt]] = []
+        self._timer_seq = itertools.count()
+        self._effects: dict[type, Callable[[Any], None]] = {
+            Reserved: self._on_reserved,
+            StartPods: self._on_start_pods,
+            RestartPod: self._on_restart_pod,
+            StateChanged: self._on_state_changed,
+            StopPods: self._on_stop_pods,
+            Preempted: self._on_preempted,
+            Requeued: self._on_requeued,
+            Ended: self._on_ended,
+            WakeAt: self._on_wake_at,
+            WaitReason: self._on_wait_reason,
+            Noted: self._on_noted,
+        }
 
     # ------------------------------------------------------------------ step
     def step(self) -> None:
         now = self.clock()
         self._reload_config(now)
-        if self.scheduler is None:
+        if self.life is None:
             return
         if not self._recovered:
             self._recover(now)
@@ -139,15 +177,27 @@ class ControlLoop:
             self._intake(now)
             self._seen_version = version
         self._reap(now)
-        self._timers(now)
-        if self._dirty and not any(t.evicting for t in self.tracked.values()):
-            self._dirty = False
-            self._schedule(now)
+        self._fire_timers(now)
+        self.life.settle(now)
 
     def close(self) -> None:
         if self.services is not None:
             self.services.close()
         self.executor.close()
+
+    # ------------------------------------------------------- the lifecycle's hooks
+    def effect(self, effect: Effect) -> None:
+        handler = self._effects.get(type(effect))
+        if handler is not None:
+            handler(effect)
+
+    def hold_checks(self, key: str, checks: tuple[str, ...], at: float) -> set[str]:
+        """No admission-check controller runs live: every check is Ready at once."""
+        return set()
+
+    def vet(self, result: CycleResult, at: float) -> CycleResult:
+        """Disruption budgets protect serving replicas."""
+        return self.services.filter_preemptions(result) if self.services is not None else result
 
     # ---------------------------------------------------------- configuration
     def _reload_config(self, now: float) -> None:
@@ -168,27 +218,38 @@ class ControlLoop:
             self.nodes, policy=self.policy, flavors=self.config.flavors, topologies=self.config.topologies
         )
         self.scheduler = Scheduler(self.config, placer)
+        settings = LifecycleSettings(
+            instant_stops=False, report_waits=True, restart_backoff_s=self.restart_backoff_s
+        )
+        self.life = Lifecycle(self.scheduler, self, settings)
+        self._timers.clear()  # the new lifecycle's tokens start again
         for tracked in self.tracked.values():
-            self._resubmit(tracked)
-        self._dirty = True
+            self._resubmit(tracked, now)
+        self.life.mark_dirty()
 
-    def _resubmit(self, tracked: Tracked) -> None:
-        """Put a tracked workload into a fresh scheduler: pending ones queue, admitted ones hold quota."""
-        assert self.scheduler is not None
-        if tracked.state in ("Pending", "QuotaReserved"):
-            self.scheduler.submit(dataclasses.replace(tracked.workload, admission=None))
-        elif tracked.state in ("Admitted", "Running") and tracked.workload.admission is not None:
-            # Keep the running pods where they are, devices included.
-            bindings = [
-                PodBinding(pod_key(tracked, pod), pod.node, tuple(int(d) for d in pod.devices if d.isdigit()))
-                for pod in tracked.pods.values()
-            ]
-            self.scheduler.submit(tracked.workload, placed=bindings or None)
+    def _resubmit(self, tracked: Tracked, now: float) -> None:
+        """Put a tracked workload into a fresh lifecycle: pending ones queue, admitted ones keep their
+        quota and their pods where they run, devices included."""
+        assert self.life is not None
+        policy = _policy(tracked.run)
+        if tracked.state in ("Pending", "QuotaReserved") or tracked.workload.admission is None:
+            tracked.state = WorkloadState.PENDING
+            self.life.submit(dataclasses.replace(tracked.workload, admission=None), now, policy)
+            return
+        bindings = [
+            PodBinding(pod_key(tracked, pod), pod.node, tuple(int(d) for d in pod.devices if d.isdigit()))
+            for pod in tracked.pods.values()
+        ]
+        running = tracked.state == WorkloadState.RUNNING
+        self.life.adopt(tracked.workload, now, placed=bindings or None, running=running, policy=policy)
+        if not running:
+            self.life.start(tracked.key, now)
 
     # --------------------------------------------------------------- intake
     def _recover(self, now: float) -> None:
         """After a restart: pods of a previous loop cannot be reattached, so admitted and running
         workloads are evicted (their leftover processes killed) and requeued; none is lost or doubled."""
+        assert self.life is not None
         for record in self.store.list_workloads(states=ACTIVE):
             tracked = self._track(record, now)
             if tracked is None:
@@ -210,20 +271,18 @@ class ControlLoop:
                         )
                     ]
                 )
-                tracked.state = "Pending"
-            assert self.scheduler is not None
-            self.scheduler.submit(tracked.workload)
+            tracked.state = WorkloadState.PENDING
+            self.life.submit(tracked.workload, now, _policy(tracked.run))
 
     def _intake(self, now: float) -> None:
+        assert self.life is not None
         known = {t.record_id for t in self.tracked.values()}
         for record in self.store.list_workloads(states=("Pending",)):
             if record.id in known:
                 continue
             tracked = self._track(record, now)
             if tracked is not None:
-                assert self.scheduler is not None
-                self.scheduler.submit(tracked.workload)
-                self._dirty = True
+                self.life.submit(tracked.workload, now, _policy(tracked.run))
         self._forget_deleted(now)
 
     def _track(self, record: WorkloadRecord, now: float) -> Tracked | None:
@@ -243,7 +302,7 @@ class ControlLoop:
                 ]
             )
             return None
-        tracked = Tracked(record.id, workload.key, workload, run, state=record.state)
+        tracked = Tracked(record.id, workload.key, workload, run, state=WorkloadState(record.state))
         self.tracked[workload.key] = tracked
         return tracked
 
@@ -262,104 +321,179 @@ class ControlLoop:
         return workload, job_run(record.manifest, workdir=self.workdir)
 
     def _forget_deleted(self, now: float) -> None:
-        """Workloads deleted from the store: stop their pods and release what they hold."""
+        """Workloads deleted from the store: the lifecycle withdraws them (their pods stop)."""
+        assert self.life is not None
         alive = {(r.namespace, r.name) for r in self.store.list_workloads()}
         for key, tracked in list(self.tracked.items()):
             if (tracked.namespace, tracked.name) in alive:
                 continue
-            for pod in tracked.pods.values():
-                self.executor.terminate(pod_key(tracked, pod), 0.0)
-            self._give_devices(tracked)
-            self._release(tracked, requeue=False)
-            del self.tracked[key]
+            if self.life.state_of(key) is None:  # the lifecycle no longer has it: just forget it
+                self._stop_all(tracked, 0.0, now, record=False)
+                self._give_devices(tracked)
+                del self.tracked[key]
+                continue
+            self.life.handle(ev.Withdrawn(key, "deleted", now))
 
-    # ------------------------------------------------------------ scheduling
-    def _schedule(self, now: float) -> None:
-        assert self.scheduler is not None
-        scheduler = self.scheduler
-        for _ in range(1000):
-            result, entries = scheduler.plan_cycle(now)
-            if not entries:
-                return
-            if self.services is not None:  # disruption budgets protect serving replicas
-                result = self.services.filter_preemptions(result)
-            scheduler.apply(result, entries, now)
-            changes: list[WorkloadChange] = []
-            starts: list[Tracked] = []
-            for decision in result.admitted:
-                tracked = self.tracked[decision.workload]
-                changes.append(self._admitted(tracked, decision, now))
-                if tracked.pods:
-                    starts.append(tracked)
-            for eviction in result.preempted:
-                tracked = self.tracked[eviction.workload]
-                preemptor = self.tracked.get(eviction.by)
-                by_queue = self._queue_of(preemptor) if preemptor is not None else ""
-                self.counters.bump(self.counters.preempted, (by_queue, eviction.reason))
-                message = f"Preempted to accommodate {eviction.by} ({eviction.reason})"
-                condition = ConditionRecord("Evicted", "True", "Preempted", message, now)
-                changes.append(WorkloadChange(tracked.record_id, tracked.state, condition=condition))
-                self._evict(tracked, "Preempted", now)
-            for pending in result.pending:
-                waiting = self.tracked.get(pending.workload)
-                if waiting is not None and waiting.state == "Pending":
-                    changes.append(
-                        WorkloadChange(waiting.record_id, "Pending", fields={"message": pending.message})
-                    )
-            if changes:
-                self.store.apply_decisions(changes)
-            for tracked in starts:
-                self._start_all(tracked, now)
-            if result.preempted or not result.changed:
-                return
-
-    def _admitted(self, tracked: Tracked, decision: Admit, now: float) -> WorkloadChange:
-        assert self.scheduler is not None
-        if decision.checks_pending:
-            self.scheduler.reserved_checks[decision.workload] = {
-                n: CheckState.READY for n in decision.checks_pending
-            }
-        admitted = self.scheduler.state.admitted[decision.workload]
+    # ------------------------------------------------------------ effects
+    def _on_reserved(self, effect: Reserved) -> None:
+        assert self.life is not None
+        tracked = self.tracked[effect.key]
+        decision = effect.admit
         self.counters.bump(self.counters.admitted, decision.cluster_queue)
         waits = self.counters.admission_waits.setdefault(decision.cluster_queue, [])
-        waits.append(max(0.0, now - tracked.workload.creation_time))
-        tracked.workload = admitted.workload
-        tracked.state = "Admitted"
-        tracked.admitted_at = now
-        tracked.pods = self._placed_pods(tracked)
+        waits.append(max(0.0, effect.at - tracked.workload.creation_time))
+        life = self.life.life(effect.key)
+        if life is not None:
+            tracked.workload = life.workload
+        tracked.state = effect.state
+        tracked.admitted_at = effect.at
         admission = {
             "clusterQueue": decision.cluster_queue,
             "podSetAssignments": [
                 {"name": ps.name, "count": ps.count, "flavors": dict(ps.flavors)} for ps in decision.pod_sets
             ],
         }
-        condition = ConditionRecord("Admitted", "True", "Admitted", decision.message, now)
-        pods = [pod_record(p) for p in tracked.pods.values()]
+        reason = "Admitted" if effect.state == WorkloadState.ADMITTED else "QuotaReserved"
+        condition = ConditionRecord(reason, "True", reason, decision.message, effect.at)
         fields = {
             "cluster_queue": decision.cluster_queue,
             "admission": admission,
-            "admitted_at": now,
+            "admitted_at": effect.at,
             "message": "",
         }
-        return WorkloadChange(tracked.record_id, "Admitted", condition=condition, pods=pods, fields=fields)
+        change = WorkloadChange(tracked.record_id, effect.state, condition=condition, fields=fields)
+        self.store.apply_decisions([change])
 
-    def _placed_pods(self, tracked: Tracked) -> dict[str, PodState]:
+    def _on_start_pods(self, effect: StartPods) -> None:
+        """Record the pods placement bound, start each (every pod row gets its pid), then tell the
+        lifecycle they run; a pod that cannot start is a failed pod."""
+        assert self.life is not None
+        tracked = self.tracked[effect.key]
+        tracked.pods = self._placed_pods(tracked, effect.bindings)
+        pods = [pod_record(p) for p in tracked.pods.values()]
+        self.store.apply_decisions([WorkloadChange(tracked.record_id, tracked.state, pods=pods)])
+        self.tracked_pods_ids(tracked)
+        failed = [
+            (pod.name, message)
+            for pod in tracked.pods.values()
+            if (message := self._start(tracked, pod, effect.at))
+        ]
+        self.life.handle(ev.PodsRunning(effect.key, effect.at))
+        for name, message in failed:
+            self.life.handle(ev.PodStartFailed(effect.key, name, message, effect.at))
+
+    def _on_restart_pod(self, effect: RestartPod) -> None:
+        assert self.life is not None
+        tracked = self.tracked.get(effect.key)
+        pod = tracked.pods.get(effect.pod) if tracked is not None else None
+        if tracked is None or pod is None:
+            return
+        pod.attempt += 1
+        message = self._start(tracked, pod, effect.at)
+        if message:
+            self.life.handle(ev.PodStartFailed(effect.key, pod.name, message, effect.at))
+
+    def _on_state_changed(self, effect: StateChanged) -> None:
+        tracked = self.tracked.get(effect.key)
+        if tracked is None:
+            return
+        tracked.state = effect.state
+        fields: dict[str, Any] = {}
+        if effect.state == WorkloadState.RUNNING:
+            tracked.started_at = tracked.started_at or effect.at
+            fields["started_at"] = effect.at
+        condition = ConditionRecord(effect.reason, "True", effect.reason, effect.message, effect.at)
+        self.store.apply_decisions(
+            [WorkloadChange(tracked.record_id, effect.state, condition=condition, fields=fields)]
+        )
+
+    def _on_preempted(self, effect: Preempted) -> None:
+        tracked = self.tracked[effect.key]
+        preemptor = self.tracked.get(effect.by)
+        by_queue = self._queue_of(preemptor) if preemptor is not None else ""
+        self.counters.bump(self.counters.preempted, (by_queue, effect.reason))
+        message = f"Preempted to accommodate {effect.by} ({effect.reason})"
+        condition = ConditionRecord("Evicted", "True", "Preempted", message, effect.at)
+        self.store.apply_decisions([WorkloadChange(tracked.record_id, tracked.state, condition=condition)])
+
+    def _on_stop_pods(self, effect: StopPods) -> None:
+        """SIGTERM every running pod, SIGKILL after its pod set's grace; their exits complete it."""
+        tracked = self.tracked[effect.key]
+        tracked.evicting = effect.reason
+        self._stop_all(tracked, None, effect.at, record=False)
+
+    def _on_requeued(self, effect: Requeued) -> None:
+        assert self.life is not None
+        tracked = self.tracked[effect.key]
+        self.counters.bump(self.counters.evicted, (self._queue_of(tracked), effect.reason))
+        tracked.evicting = ""
+        tracked.state = WorkloadState.PENDING
+        tracked.started_at = None  # as a resumed Job's startTime: its next run counts from its next start
+        self._give_devices(tracked)
+        tracked.pods = {}
+        tracked.workload = dataclasses.replace(tracked.workload, admission=None, requeue_at=effect.requeue_at)
+        condition = ConditionRecord(
+            "Requeued", "True", effect.reason, f"evicted ({effect.reason}) and requeued", effect.at
+        )
+        fields: dict[str, Any] = {"admission": None, "cluster_queue": None, "requeue_at": effect.requeue_at}
+        self.store.apply_decisions(
+            [WorkloadChange(tracked.record_id, "Pending", condition=condition, pods=[], fields=fields)]
+        )
+
+    def _on_ended(self, effect: Ended) -> None:
+        """The workload is over: pods still running are killed and their rows say Failed now (the
+        workload is forgotten before their exits arrive)."""
+        tracked = self.tracked.get(effect.key)
+        if tracked is None:
+            return
+        withdrawn = effect.cause == "withdrawn"
+        self._stop_all(tracked, 0.0, effect.at, record=not withdrawn)
+        tracked.state = effect.state
+        if not withdrawn:
+            condition = ConditionRecord("Finished", "True", effect.reason, effect.message, effect.at)
+            fields = {"finished_at": effect.at, "message": effect.message}
+            self.store.apply_decisions(
+                [WorkloadChange(tracked.record_id, effect.state, condition=condition, fields=fields)]
+            )
+        self._give_devices(tracked)
+        del self.tracked[effect.key]
+
+    def _on_wake_at(self, effect: WakeAt) -> None:
+        heapq.heappush(self._timers, (effect.at, next(self._timer_seq), effect))
+
+    def _on_wait_reason(self, effect: WaitReason) -> None:
+        tracked = self.tracked.get(effect.key)
+        if tracked is not None and tracked.state == WorkloadState.PENDING:
+            change = WorkloadChange(tracked.record_id, "Pending", fields={"message": effect.message})
+            self.store.apply_decisions([change])
+
+    def _on_noted(self, effect: Noted) -> None:
+        tracked = self.tracked.get(effect.key)
+        if tracked is not None:
+            self.store.add_event(
+                effect.kind,
+                effect.reason,
+                "Workload",
+                tracked.namespace,
+                tracked.name,
+                effect.message,
+                effect.at,
+            )
+
+    # ---------------------------------------------------------------- pods
+    def _placed_pods(self, tracked: Tracked, bindings: Sequence[PodBinding]) -> dict[str, PodState]:
         """The pods placement bound, each with its devices: the GPU indices placement chose, or, on a node
         that only counts devices (MIG), slices and GPUs the node's allocator picks."""
-        assert self.scheduler is not None and self.scheduler.placer is not None
-        placement = self.scheduler.placer.placements.get(tracked.key)
-        if placement is None:
-            return {}
         requests = {ps.name: ps.requests for ps in tracked.workload.pod_sets}
         pods: dict[str, PodState] = {}
-        for pod_set in placement.pod_sets:
-            for binding in pod_set.bindings:
-                name = binding.pod.rsplit("/", 1)[1]
-                devices = tuple(str(g) for g in binding.gpus)
-                allocator = self._allocators.get(binding.node)
-                if not devices and allocator is not None:
-                    devices = allocator.take(f"{tracked.key}/{name}", requests.get(pod_set.name, {}))
-                pods[name] = PodState(name, pod_set.name, binding.node, devices)
+        for binding in bindings:
+            name = binding.pod.rsplit("/", 1)[1]
+            pod_set = name.rsplit("-", 1)[0]
+            devices = tuple(str(g) for g in binding.gpus)
+            allocator = self._allocators.get(binding.node)
+            if not devices and allocator is not None:
+                devices = allocator.take(f"{tracked.key}/{name}", requests.get(pod_set, {}))
+            pods[name] = PodState(name, pod_set, binding.node, devices)
         return pods
 
     def _give_devices(self, tracked: Tracked) -> None:
@@ -368,20 +502,6 @@ class ControlLoop:
             if allocator is not None:
                 allocator.give(pod_key(tracked, pod))
 
-    # ---------------------------------------------------------------- pods
-    def _start_all(self, tracked: Tracked, now: float) -> None:
-        """Start every pod (each pod row gets its pid), then mark the workload Running with PodsReady."""
-        self.tracked_pods_ids(tracked)
-        for pod in tracked.pods.values():
-            self._start(tracked, pod, now)
-        if tracked.key not in self.tracked:
-            return  # a pod could not start and the workload failed
-        tracked.state = "Running"
-        tracked.started_at = tracked.started_at or now
-        condition = ConditionRecord("PodsReady", "True", "PodsReady", "all pods are running", now)
-        change = WorkloadChange(tracked.record_id, "Running", condition=condition, fields={"started_at": now})
-        self.store.apply_decisions([change])
-
     def tracked_pods_ids(self, tracked: Tracked) -> None:
         """Learn the store ids of the pods just written, for later updates."""
         for record in self.store.pods_of(tracked.record_id):
@@ -389,16 +509,15 @@ class ControlLoop:
             if pod is not None:
                 pod.store_id = record.id
 
-    def _start(self, tracked: Tracked, pod: PodState, now: float) -> None:
+    def _start(self, tracked: Tracked, pod: PodState, now: float) -> str:
+        """Start one pod; the executor's error when it could not (nothing started), else ""."""
         launch = pod_launch(tracked, pod, self.workdir)
         try:
             pid = self.executor.start(launch)
         except ExecutorError as error:
             pod.running = False
-            self._pod_failed(tracked, pod, now, f"cannot start: {error}")
-            return
+            return str(error)
         pod.running = True
-        pod.retry_at = None
         if pod.store_id is not None:
             self.store.update_pod(
                 pod.store_id,
@@ -408,128 +527,45 @@ class ControlLoop:
                 attempt=pod.attempt,
                 log_path=launch.log_path,
             )
+        return ""
+
+    def _stop_all(self, tracked: Tracked, grace_s: float | None, now: float, *, record: bool) -> None:
+        """Terminate every running pod (``grace_s`` None: each pod set's grace); ``record``: their rows
+        say Failed now."""
+        for pod in tracked.pods.values():
+            if not pod.running:
+                continue
+            grace = tracked.run.pod_set(pod.pod_set).grace_s if grace_s is None else grace_s
+            self.executor.terminate(pod_key(tracked, pod), grace)
+            if record and pod.store_id is not None:
+                self.store.update_pod(pod.store_id, state="Failed", finished_at=now)
 
     def _reap(self, now: float) -> None:
+        assert self.life is not None
+        exits = self.executor.poll()
+        if not exits:
+            return
         by_key = {pod_key(t, p): (t, p) for t in self.tracked.values() for p in t.pods.values()}
-        for exit_ in self.executor.poll():
+        for exit_ in exits:
             found = by_key.get(exit_.key)
             if found is None:
                 continue
             tracked, pod = found
             pod.running = False
-            self._pod_exited(tracked, pod, exit_, now)
-
-    def _pod_exited(self, tracked: Tracked, pod: PodState, exit_: PodExit, now: float) -> None:
-        if pod.store_id is not None:
-            state = "Succeeded" if exit_.exit_code == 0 else "Failed"
-            self.store.update_pod(
-                pod.store_id, state=state, exit_code=exit_.exit_code, finished_at=exit_.time
-            )
-        if tracked.evicting:
-            if not any(p.running for p in tracked.pods.values()):
-                self._complete_eviction(tracked, now)
-            return
-        if tracked.state != "Running":
-            return
-        if pod.pod_set == tracked.run.completion_pod_set:
-            self._completion_pod_exited(tracked, pod, exit_, now)
-            return
-        if exit_.exit_code == 0:
-            pod.succeeded = True
-            if all(p.succeeded for p in tracked.pods.values()):
-                self._finish(tracked, "Succeeded", "JobFinished", "every pod succeeded", now)
-            return
-        self._pod_failed(tracked, pod, now, f"pod {pod.name} exited with {exit_.exit_code}")
-
-    def _completion_pod_exited(self, tracked: Tracked, pod: PodState, exit_: PodExit, now: float) -> None:
-        """A pod of the workload's completion pod set ended (a RayJob's submitter or head): a failure fails
-        the workload, the set's last success completes it; either way :meth:`_finish` kills the others."""
-        if exit_.exit_code == 0:
-            pod.succeeded = True
-            if not all(p.succeeded for p in tracked.pods.values() if p.pod_set == pod.pod_set):
-                return
-            state, reason, message = "Succeeded", "JobFinished", f"pod set {pod.pod_set} succeeded"
-        else:
-            state, reason, message = "Failed", "JobFailed", f"pod {pod.name} exited with {exit_.exit_code}"
-        self._finish(tracked, state, reason, message, now)
-
-    def _pod_failed(self, tracked: Tracked, pod: PodState, now: float, message: str) -> None:
-        tracked.failures += 1
-        if tracked.failures > tracked.run.backoff_limit:
-            limit = tracked.run.backoff_limit
-            self._finish(
-                tracked, "Failed", "BackoffLimitExceeded", f"{message}; backoffLimit {limit} reached", now
-            )
-            return
-        pod.attempt += 1
-        delay = (
-            min(self.restart_backoff_s * 2 ** (tracked.failures - 1), 360.0)
-            if self.restart_backoff_s
-            else 0.0
-        )
-        pod.retry_at = now + delay
-        self.store.add_event(
-            "Warning",
-            "BackOff",
-            "Workload",
-            tracked.namespace,
-            tracked.name,
-            f"{message}; restarting in {delay:.0f}s",
-            now,
-        )
-
-    def _finish(self, tracked: Tracked, state: str, reason: str, message: str, now: float) -> None:
-        """End the workload; pods still running are killed and their rows say Failed now (the workload is
-        forgotten before their exits arrive)."""
-        for other in tracked.pods.values():
-            if other.running:
-                self.executor.terminate(pod_key(tracked, other), 0.0)
-                if other.store_id is not None:
-                    self.store.update_pod(other.store_id, state="Failed", finished_at=now)
-        tracked.state = state
-        condition = ConditionRecord("Finished", "True", reason, message, now)
-        self.store.apply_decisions(
-            [
-                WorkloadChange(
-                    tracked.record_id,
-                    state,
-                    condition=condition,
-                    fields={"finished_at": now, "message": message},
+            if pod.store_id is not None:
+                state = "Succeeded" if exit_.exit_code == 0 else "Failed"
+                self.store.update_pod(
+                    pod.store_id, state=state, exit_code=exit_.exit_code, finished_at=exit_.time
                 )
-            ]
-        )
-        self._give_devices(tracked)
-        self._release(tracked, requeue=False)
-        del self.tracked[tracked.key]
+            if exit_.exit_code == 0:
+                pod.succeeded = True
+            self.life.handle(ev.PodExited(tracked.key, pod.name, exit_.exit_code, now))
 
-    # -------------------------------------------------------------- eviction
-    def _evict(self, tracked: Tracked, reason: str, now: float) -> None:
-        """Stop the pods (SIGTERM, SIGKILL after their grace); the eviction completes when they are gone."""
-        tracked.evicting = reason
-        running = [p for p in tracked.pods.values() if p.running]
-        for pod in running:
-            self.executor.terminate(pod_key(tracked, pod), tracked.run.pod_set(pod.pod_set).grace_s)
-        if not running:
-            self._complete_eviction(tracked, now)
-
-    def _complete_eviction(self, tracked: Tracked, now: float, requeue_at: float | None = None) -> None:
-        reason = tracked.evicting
-        self.counters.bump(self.counters.evicted, (self._queue_of(tracked), reason))
-        tracked.evicting = ""
-        tracked.state = "Pending"
-        tracked.started_at = None  # as a resumed Job's startTime: its next run counts from its next start
-        self._give_devices(tracked)
-        tracked.pods = {}
-        tracked.failures = 0
-        assert self.scheduler is not None
-        self._release(tracked, requeue=True, requeue_at=requeue_at)
-        tracked.workload = dataclasses.replace(tracked.workload, admission=None, requeue_at=requeue_at)
-        condition = ConditionRecord("Requeued", "True", reason, f"evicted ({reason}) and requeued", now)
-        fields: dict[str, Any] = {"admission": None, "cluster_queue": None, "requeue_at": requeue_at}
-        self.store.apply_decisions(
-            [WorkloadChange(tracked.record_id, "Pending", condition=condition, pods=[], fields=fields)]
-        )
-        self._dirty = True
+    def _fire_timers(self, now: float) -> None:
+        assert self.life is not None
+        while self._timers and self._timers[0][0] <= now:
+            _, _, wake = heapq.heappop(self._timers)
+            self.life.handle(ev.TimerFired(wake.key, wake.timer, wake.token, now, wake.pod))
 
     def _queue_of(self, tracked: Tracked) -> str:
         """The ClusterQueue the workload is admitted to, or its LocalQueue routes to."""
@@ -539,75 +575,12 @@ class ControlLoop:
         target, _ = self.scheduler.route(tracked.workload)
         return target or ""
 
-    def _release(self, tracked: Tracked, *, requeue: bool, requeue_at: float | None = None) -> None:
-        assert self.scheduler is not None
-        scheduler = self.scheduler
-        if tracked.key in scheduler.state.admitted:
-            if requeue:
-                scheduler.evict(tracked.key, self.clock(), requeue_at)
-            else:
-                scheduler.finish(tracked.key)
-        elif not requeue:
-            for queue in scheduler.queues.values():
-                queue.delete(tracked.key)
-        self._dirty = True
 
-    # ----------------------------------------------------------------- time
-    def _timers(self, now: float) -> None:
-        wait = self.config.scheduler.wait_for_pods_ready if self.config else None
-        for tracked in list(self.tracked.values()):
-            if tracked.evicting:
-                continue
-            deadline = tracked.run.active_deadline_s
-            if (
-                deadline is not None
-                and tracked.started_at is not None
-                and now - tracked.started_at >= deadline
-            ):
-                self._finish(
-                    tracked, "Failed", "DeadlineExceeded", f"activeDeadlineSeconds {deadline:g} passed", now
-                )
-                continue
-            for pod in tracked.pods.values():
-                if pod.retry_at is not None and pod.retry_at <= now and tracked.state == "Running":
-                    self._start(tracked, pod, now)
-            if (
-                wait is not None
-                and wait.enable
-                and tracked.state == "Admitted"
-                and tracked.admitted_at is not None
-                and now - tracked.admitted_at >= wait.timeout_s
-            ):
-                tracked.ready_timeouts += 1
-                backoff = min(
-                    wait.requeuing_backoff_base_s * 2 ** (tracked.ready_timeouts - 1),
-                    wait.requeuing_backoff_max_s,
-                )
-                tracked.evicting = "PodsReadyTimeout"
-                self._complete_eviction(tracked, now, requeue_at=now + backoff)
-        if any(t.state == "Admitted" and not t.pods for t in self.tracked.values()):
-            self._bind_waiting(now)
-        if any(
-            t.workload.requeue_at is not None and t.workload.requeue_at <= now
-            for t in self.tracked.values()
-            if t.state == "Pending"
-        ):
-            assert self.scheduler is not None
-            for queue in self.scheduler.queues.values():
-                queue.requeue_inadmissible()
-            for tracked in self.tracked.values():
-                if tracked.workload.requeue_at is not None and tracked.workload.requeue_at <= now:
-                    tracked.workload = dataclasses.replace(tracked.workload, requeue_at=None)
-            self._dirty = True
-
-    def _bind_waiting(self, now: float) -> None:
-        """Admitted workloads whose pods found no node: start them once a release made room."""
-        assert self.scheduler is not None
-        for key, tracked in self.tracked.items():
-            if tracked.state == "Admitted" and not tracked.pods and key not in self.scheduler.unplaced:
-                tracked.pods = self._placed_pods(tracked)
-                if tracked.pods:
-                    pods = [pod_record(p) for p in tracked.pods.values()]
-                    self.store.apply_decisions([WorkloadChange(tracked.record_id, "Admitted", pods=pods)])
-                    self.tracked_pods_ids(tracked)
-                    self._start_all(tracked, now)
+def _policy(run: JobRun) -> JobPolicy:
+    """The lifecycle's view of a workload source's run rules."""
+    return JobPolicy(
+        backoff_limit=run.backoff_limit,
+        active_deadline_s=run.active_deadline_s,
+        completion_pod_set=run.completion_pod_set,
+        grace_s={ps.name: ps.grace_s for ps in run.pod_sets},
+    )
