@@ -5,11 +5,14 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from gpuq.cli import app
@@ -90,28 +93,95 @@ def test_compare_writes_metrics_workloads_and_report_for_every_variant(tmp_path:
         assert section in html
 
 
-def test_same_seed_gives_byte_identical_outputs_whatever_the_hash_seed(tmp_path: Path) -> None:
-    outputs = []
-    for hash_seed in ("1", "2"):
-        out = tmp_path / f"out-{hash_seed}"
-        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-        command = [
-            sys.executable,
-            "-m",
-            "gpuq.cli",
-            "simulate",
-            "-f",
-            HOLIDAY,
-            "--compare",
-            "-q",
-            "--out",
-            str(out),
-        ]
-        subprocess.run(command, check=True, env=env, capture_output=True)
-        outputs.append(
-            {name: (out / name).read_bytes() for name in ("metrics.json", "workloads.csv", "report.html")}
+def shortened(example: str, horizon: str) -> Callable[[Path], list[str]]:
+    """The example copied under ``tmp_path`` with ``spec.settings.horizon`` set: the same command on
+    the first ``horizon`` of simulated time, for the examples a full run makes too slow for CI."""
+
+    def arguments(tmp_path: Path) -> list[str]:
+        copy = tmp_path / "example"
+        shutil.copytree(ROOT / "examples" / example, copy)
+        scenario = copy / "scenario.yaml"
+        document = yaml.safe_load(scenario.read_text())
+        document["spec"].setdefault("settings", {})["horizon"] = horizon
+        scenario.write_text(yaml.safe_dump(document, sort_keys=False))
+        return ["-f", str(copy)]
+
+    return arguments
+
+
+def given(*arguments: str) -> Callable[[Path], list[str]]:
+    return lambda _tmp_path: list(arguments)
+
+
+def twice_at_once(command: list[str], outs: list[Path] | None = None) -> list[bytes]:
+    """Run ``command`` twice at once from the repository root, under hash seeds 1 and 2 (``--out``
+    each of ``outs`` when given); their standard outputs. Two CPUs: both runs take one's time."""
+    running = [
+        subprocess.Popen(
+            [*command, *(["--out", str(outs[index])] if outs else [])],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONHASHSEED": str(index + 1)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
-    assert outputs[0] == outputs[1]
+        for index in range(2)
+    ]
+    stdouts = []
+    for process in running:
+        stdout, stderr = process.communicate()
+        assert process.returncode == 0, (stdout + stderr).decode()
+        stdouts.append(stdout)
+    return stdouts
+
+
+GPUQ = [sys.executable, "-m", "gpuq.cli"]
+DETERMINISTIC = ("metrics.json", "workloads.csv", "report.html")
+
+# Every bundled example that runs from the repository. kueue-perf-baseline (15,000 workloads) and
+# philly-week (a week of Philly jobs) take 15 s and 27 s in full on one CPU: they run the same
+# command on a shortened horizon (spec.settings.horizon of a copy), which still schedules
+# thousands of workloads (about 3,900 and 1,200).
+EXAMPLES = [
+    pytest.param(given("-f", "examples/symbol-retail", "--compare"), id="the holiday rush, every variant"),
+    pytest.param(
+        given("-f", "examples/symbol-retail/capacity/capacity.scenario", "--compare"),
+        id="provisioning, spot and cost attribution: the capacity scenario, every variant",
+    ),
+    pytest.param(given("-f", "examples/serving", "--compare"), id="serving, every autoscaler variant"),
+    pytest.param(
+        shortened("kueue-perf-baseline", "10s"), id="Kueue's performance baseline, first 10 s simulated"
+    ),
+    pytest.param(shortened("philly-week", "12h"), id="the Philly week, first 12 hours simulated"),
+]
+
+
+@pytest.mark.parametrize("arguments", EXAMPLES)
+def test_every_example_gives_byte_identical_outputs_whatever_the_hash_seed(
+    tmp_path: Path, arguments: Callable[[Path], list[str]]
+) -> None:
+    outs = [tmp_path / "out-1", tmp_path / "out-2"]
+    twice_at_once([*GPUQ, "simulate", *arguments(tmp_path), "-q"], outs)
+    first, second = ({name: (out / name).read_bytes() for name in DETERMINISTIC} for out in outs)
+    for name in DETERMINISTIC:
+        assert first[name] == second[name], f"{name} differs between two runs"
+    assert b"decision_s" not in first["metrics.json"]  # wall-clock seconds are printed, not written
+
+
+def test_admit_on_the_gpu_estate_gives_byte_identical_output_whatever_the_hash_seed() -> None:
+    command = [*GPUQ, "admit", "-f", "examples/gpu-estate", "-o", "json", "--now", "1796023000"]
+    first, second = twice_at_once(command)
+    assert first == second and json.loads(first)["admitted"]
+
+
+def test_provisioning_wall_clock_seconds_go_to_stderr_not_to_metrics_json(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    scenario = "examples/symbol-retail/capacity/capacity.scenario"
+    args = ["simulate", "-f", str(ROOT / scenario), "--variant", "spot-checkpoints", "--out", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "s of it in provisioning decisions" in result.stderr
+    variants = json.loads((out / "metrics.json").read_text())["variants"]
+    assert [sorted(v["provisioning"]).count("decision_s") for v in variants] == [0]
 
 
 def test_another_seed_gives_other_arrivals(tmp_path: Path) -> None:
@@ -288,3 +358,54 @@ def _xz_lines(path: Path) -> list[str]:
     with lzma.open(path, "rt") as handle:
         next(handle)
         return [next(handle) for _ in range(300)]
+
+
+STATE_JOB = """\
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  namespace: team-a
+  creationTimestamp: "2026-01-01T00:00:00Z"
+  labels: {{kueue.x-k8s.io/queue-name: {queue}}}
+  annotations: {{gpuq.dev/expected-duration: 10m}}
+spec:
+  template:
+    spec:
+      containers:
+      - name: c
+        image: busybox
+        resources: {{requests: {{nvidia.com/gpu: "{gpus}"}}}}
+"""
+
+STATE_SCENARIO = """\
+apiVersion: gpuq.dev/v1alpha1
+kind: Scenario
+metadata: {name: s}
+spec:
+  config: [cluster.yaml]
+  initialState: {paths: [state.yaml]}
+"""
+
+
+def test_a_state_workload_kueue_never_admits_is_simulated_pending_with_a_warning(tmp_path: Path) -> None:
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    (tmp_path / "scenario.yaml").write_text(STATE_SCENARIO)
+    (tmp_path / "state.yaml").write_text(
+        STATE_JOB.format(name="ok", queue="q", gpus=4)
+        + STATE_JOB.format(name="huge", queue="q", gpus=100_000)
+        + STATE_JOB.format(name="lost", queue="nope", gpus=1)
+    )
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["simulate", "-f", str(tmp_path / "scenario.yaml"), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stderr.split())
+    assert "Job/huge: spec.podSets[0]: warning: pod set 'main' needs 100000 nvidia.com/gpu" in text
+    assert "LocalQueue 'nope' not found in namespace 'team-a': the workload stays pending" in text
+    (variant,) = json.loads((out / "metrics.json").read_text())["variants"]
+    counts = variant["workloads"]
+    assert (counts["finished"], counts["pending_at_end"], counts["inadmissible"]) == (1, 1, 1)
+    rows = {r["name"].rsplit("-", 1)[0]: r for r in csv.DictReader((out / "workloads.csv").open())}
+    assert rows["job-huge"]["status"] == "Pending"
+    assert rows["job-lost"]["reason"] == "LocalQueue nope doesn't exist in namespace team-a"

@@ -118,7 +118,7 @@ def simulate(
             err.print(f"error: {prepared.bad_rows[0]}", style="red", highlight=False, markup=False)
             raise typer.Exit(1)
         _report_bad_rows(prepared.bad_rows, workloads.rows, f"variant {variant_plan.name}: ")
-        _report_state(prepared, said)
+        _report_state(plan, prepared, said)
         started = time.perf_counter()
         result, provisioner = _run(prepared, quiet)
         wall = time.perf_counter() - started
@@ -145,10 +145,13 @@ def simulate(
         csv_parts.append(
             workloads_csv(result.runs.values(), variant_plan.name if len(plan.variants) > 1 else None)
         )
-        if not quiet:
+        if not quiet:  # wall-clock figures: here, never in metrics.json (byte-identical from run to run)
+            decisions = (
+                f", {provisioner.decision_s:.2f}s of it in provisioning decisions" if provisioner else ""
+            )
             err.print(
                 f"variant {variant_plan.name}: {len(result.runs)} workloads, {result.events} events, "
-                f"{result.cycles} scheduling cycles in {wall:.1f}s wall",
+                f"{result.cycles} scheduling cycles in {wall:.1f}s wall{decisions}",
                 highlight=False,
             )
     document = {"schema": SCHEMA, "scenario": plan.name, "seed": plan.seed, "variants": variants}
@@ -205,9 +208,12 @@ def _write_outputs(target: Path, document: dict[str, Any], csv_parts: list[str])
     return [*paths, report_path]
 
 
-def _report_state(prepared: PreparedVariant, said: set[str]) -> None:
-    """What the initial state assumed (warnings) and which trace rows it replaced (notes)."""
-    for diagnostic in prepared.state_warnings:
+def _report_state(plan: ScenarioPlan, prepared: PreparedVariant, said: set[str]) -> None:
+    """What the initial state assumed (warnings), which of its workloads Kueue would never admit
+    (they are simulated and stay pending), and which trace rows it replaced (notes)."""
+    state = plan.state
+    never = [d for d in prepared.warnings if d.stays_pending and state is not None and state.holds(d.path)]
+    for diagnostic in [*never, *prepared.state_warnings]:
         if str(diagnostic) not in said:
             said.add(str(diagnostic))
             err.print(str(diagnostic), style="yellow", highlight=False, markup=False)

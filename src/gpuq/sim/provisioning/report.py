@@ -5,6 +5,10 @@ migrations, ProvisioningRequests and their waits, spot notices and interruptions
 saved against the GPU-hours interruptions lost, and a timeline (nodes in service per pool and per
 capacity type, requests waiting, fallbacks and spot interruptions, per bin).
 ``cost_attribution``: :func:`gpuq.sim.cost.cost_section`.
+
+Both are simulated figures only, so that ``metrics.json`` is byte-identical from run to run: the
+wall-clock seconds spent in provisioning decisions (:attr:`Provisioner.decision_s`) are not
+in them; ``gpuq simulate`` prints them with the variant's wall time on stderr.
 """
 
 from __future__ import annotations
@@ -63,7 +67,6 @@ def provisioning_metrics(prov: Provisioner, result: SimResult, bins: int) -> dic
                 math.fsum(r.checkpoint_overhead_s * r.job.gpus for r in result.runs.values()) / 3600
             ),
         },
-        "decision_s": _r(prov.decision_s),
         "timeline": {
             "bin_s": _r(width),
             "nodes_by_pool": {k: _rs(binned(s, span, bins)) for k, s in sorted(prov.nodes_series.items())},
