@@ -168,7 +168,7 @@ def test_the_default_working_directory_is_the_pods_own_under_the_workdir(
     executor.start(pod)
     wait_for_exits(executor)
     cwd = wait_for_line(pod.log_path, "CWD ").removeprefix("CWD ")
-    assert Path(cwd) == tmp_path / "work" / "pods" / "team-a_train_worker-0"
+    assert Path(cwd) == tmp_path / "work" / "pods" / "team-a" / "train_worker-0"
 
 
 @pytest.mark.parametrize(

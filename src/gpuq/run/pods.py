@@ -65,10 +65,12 @@ def pod_launch(tracked: Tracked, pod: PodState, workdir: Path) -> PodLaunch:
         "GPUQ_NODE": pod.node,
         "GPUQ_ATTEMPT": str(pod.attempt),
     }
+    writable: tuple[str, ...] = ()
     if tracked.run.checkpoint:
         directory = workdir / "checkpoints" / tracked.namespace / tracked.name
         directory.mkdir(parents=True, exist_ok=True)
         env["GPUQ_CHECKPOINT_DIR"] = str(directory)
+        writable = (str(directory),)
     log_path = workdir / "logs" / tracked.namespace / tracked.name / f"{pod.name}.log"
     return PodLaunch(
         key=pod_key(tracked, pod),
@@ -80,6 +82,8 @@ def pod_launch(tracked: Tracked, pod: PodState, workdir: Path) -> PodLaunch:
         devices=pod.devices,
         log_path=str(log_path),
         resources={"num_gpus": float(len(pod.devices))},
+        namespace=tracked.namespace,
+        writable_dirs=writable,
     )
 
 

@@ -28,6 +28,8 @@ class PodLaunch:
     devices: tuple[str, ...]  # device ids placement gave the pod (indices or MIG UUIDs)
     log_path: str
     resources: dict[str, float]  # for Ray: num_gpus, num_cpus, memory, custom
+    namespace: str = ""  # the team: whose user the pod runs as (empty: the key's first part)
+    writable_dirs: tuple[str, ...] = ()  # the pod's own directories besides its working one (checkpoints)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,21 @@
-"""Pods as local process groups: the executor behind ``gpuq serve`` on one machine.
+"""Pods as local processes: the executor behind ``gpuq serve`` on one machine.
 
-Each pod runs in its own session (``start_new_session=True``), so its pid is
-also its process-group id and one ``killpg`` reaches the whole tree the pod
-started. As in Kubernetes, where a container ends when its first process
-does, whatever is left of a group when its leader exits is killed: a pod
-leaves no stragglers holding GPUs. (A descendant that calls ``setsid``
-escapes the group; only cgroups would catch it, which is out of scope here.)
+Each pod runs in its own session (``start_new_session=True``), so its pid is also
+its process-group id. As in Kubernetes, where a container ends when its first
+process does, whatever is left of a pod when its leader exits is killed: a pod
+leaves no stragglers holding GPUs. "Whatever is left" is every process of the pod,
+not only its group: a tracker (:mod:`gpuq.run.proctrack`) holds the whole tree, a
+cgroup per pod where the server may create them, else the leader's descendants
+(bwrap's PID namespace, or a reaper leader, keeps orphans in the tree), so a
+descendant that calls ``setsid`` dies with the pod too. A pod's exit is reported,
+and so its GPUs freed, only once every one of its processes is gone.
+
+With an :class:`~gpuq.run.sandbox.Isolation` (``gpuq serve`` always passes one) a
+pod runs as its namespace's unprivileged user, with a clean environment, its own
+directories (``workdir/pods/<namespace>/<pod>``, mode 0700, owned by that user) and,
+with bwrap, a private view of the filesystem without the server's state; see
+docs/serve.md, "Job isolation". Without one (tests, library use) pods run as the
+caller.
 
 Termination never blocks the caller: ``terminate`` sends SIGTERM and records
 a SIGKILL deadline; ``poll`` enforces due deadlines before it collects exits.
@@ -26,44 +36,71 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from gpuq.run.executors.base import ExecutorError, PodExit, PodLaunch
 from gpuq.run.gpus import device_env
+from gpuq.run.proctrack import Tracker, make_tracker
+from gpuq.run.sandbox import POD_PATH, Isolation, IsolationError, PodUser, first_blocked, may_execute
 
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _CLOSE_POLL_S = 0.02
 _CLOSE_KILL_WAIT_S = 1.0  # for SIGKILLed processes to die: only one stuck in the kernel takes longer
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_POD_UMASK = 0o022
 
 
 @dataclass
 class _Pod:
-    """A started pod: its process, where its log goes, and the SIGKILL deadline once terminating."""
+    """A started pod: its leader, where its log goes, the SIGKILL deadline once terminating, and, once
+    the leader has exited, its code while the rest of the pod is being killed."""
 
     key: str
     process: subprocess.Popen[bytes]
     log_path: Path
-    kill_at: float | None = None  # time.monotonic() at which the group gets SIGKILL
+    monitor: bool  # the leader is a sandbox or reaper process, not the pod's command: spare it SIGTERM
+    sandboxed: bool  # bwrap reports a command killed by signal N as exit 128 + N
+    kill_at: float | None = None  # time.monotonic() at which the pod gets SIGKILL
+    code: int | None = None  # the leader's exit code, once it is reaped
+    sent: set[int] = field(default_factory=set)  # signals this executor sent
 
 
 class LocalExecutor:
-    """Runs pods as process groups under ``workdir``; see the module docstring for the guarantees.
+    """Runs pods as processes under ``workdir``; see the module docstring for the guarantees.
 
     ``clock`` gives the epoch seconds written into ``PodExit.time`` and log lines.
+    ``isolation``: how pods are isolated (None: not at all, they run as the caller).
+    ``tracking``: ``"auto"`` (a cgroup per pod where possible, else the process tree),
+    ``"cgroup"`` or ``"tree"``.
     Safe to share between the loop thread (start/poll/terminate) and API threads
     (``running``): every access to the pod table holds one lock.
     """
 
-    def __init__(self, workdir: Path, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        isolation: Isolation | None = None,
+        tracking: str = "auto",
+    ) -> None:
         self._workdir = Path(workdir)
         self._clock = clock
+        self._isolation = isolation
+        sandboxed = isolation is not None and isolation.bwrap is not None
+        self._tracker: Tracker = make_tracker(self._workdir, reaper=not sandboxed, prefer=tracking)
         self._lock = threading.RLock()
         self._pods: dict[str, _Pod] = {}
         self._exits: list[PodExit] = []
         self._closed = False
+
+    @property
+    def tracking(self) -> str:
+        """How the executor holds each pod's processes: ``cgroup`` or ``process tree``."""
+        return self._tracker.name
 
     # --- the Executor port ----------------------------------------------------------------------
 
@@ -71,8 +108,8 @@ class LocalExecutor:
         """Start ``command + args`` as a new session; its pid (also the process-group id).
 
         Raises ``ExecutorError``, with nothing started, for a closed executor, a key
-        already running, an empty or unknown command, or an unusable working
-        directory or log file.
+        already running, an empty or unknown command, an unusable working directory or
+        log file, or a pod whose user or sandbox cannot be set up.
         """
         argv = [*pod.command, *pod.args]
         with self._lock:
@@ -82,29 +119,42 @@ class LocalExecutor:
                 raise ExecutorError(f"{pod.key}: already running (pid {self._pods[pod.key].process.pid})")
             if not argv or not argv[0]:
                 raise ExecutorError(f"{pod.key}: no command to run (command and args are empty)")
-            env = self._environment(pod)
-            cwd = self._working_dir(pod)
-            _check_executable(pod.key, argv[0], cwd, env["PATH"])
+            user = self._user(pod)
+            home = self._own_dir(pod, user)
+            writable = [home, *self._writable_dirs(pod, user)]
+            cwd = self._working_dir(pod, home, writable)
+            if cwd not in writable:
+                writable.append(cwd)
+            env = self._environment(pod, home)
+            self._check_executable(pod.key, argv[0], cwd, env["PATH"], user, writable)
             log_path = Path(pod.log_path)
-            process = self._spawn(pod, argv, env, cwd, log_path)
-            self._pods[pod.key] = _Pod(pod.key, process, log_path)
+            process, monitor = self._spawn(pod, argv, env, cwd, log_path, user, writable)
+            sandboxed = self._isolation is not None and self._isolation.bwrap is not None
+            self._pods[pod.key] = _Pod(pod.key, process, log_path, monitor, sandboxed)
             return process.pid
 
     def poll(self) -> list[PodExit]:
-        """Exits since the last poll, in the order they were detected; enforces due SIGKILL deadlines."""
+        """Exits since the last poll, in the order they were detected; enforces due SIGKILL deadlines.
+
+        A pod whose leader has exited is killed whole and reported once none of its
+        processes is left (usually at the same poll, else at a later one).
+        """
         with self._lock:
             now = time.monotonic()
             for pod in list(self._pods.values()):
-                if pod.kill_at is not None and now >= pod.kill_at:
-                    _signal_group(pod.process.pid, signal.SIGKILL)
-                code = _reap(pod.process)
-                if code is not None:
-                    self._record_exit(pod, code)
+                if pod.code is None and pod.kill_at is not None and now >= pod.kill_at:
+                    self._kill(pod)
+                if pod.code is None:
+                    pod.code = _reap(pod.process)
+                    if pod.code is not None:
+                        self._tracker.kill(pod.key)  # what the group kill missed: setsid'd descendants
+                if pod.code is not None and self._tracker.empty(pod.key):
+                    self._record_exit(pod, pod.code)
             exits, self._exits = self._exits, []
             return exits
 
     def terminate(self, key: str, grace_s: float) -> None:
-        """SIGTERM the pod's group now; SIGKILL it at the first poll ``grace_s`` seconds later.
+        """SIGTERM every process of the pod now; SIGKILL them at the first poll ``grace_s`` seconds later.
 
         ``grace_s <= 0`` sends SIGKILL at once. Idempotent: a repeated call sends no
         second SIGTERM and never delays an earlier deadline (the earliest wins).
@@ -112,12 +162,12 @@ class LocalExecutor:
         """
         with self._lock:
             pod = self._pods.get(key)
-            if pod is None or pod.process.returncode is not None:
+            if pod is None or pod.code is not None or pod.process.returncode is not None:
                 return
             if grace_s <= 0:  # no grace: straight to SIGKILL, as `kubectl delete --grace-period=0 --force`
-                _signal_group(pod.process.pid, signal.SIGKILL)
+                self._kill(pod)
             elif pod.kill_at is None:
-                _signal_group(pod.process.pid, signal.SIGTERM)
+                self._signal(pod, signal.SIGTERM)
             deadline = time.monotonic() + max(grace_s, 0.0)
             pod.kill_at = deadline if pod.kill_at is None else min(pod.kill_at, deadline)
 
@@ -143,12 +193,18 @@ class LocalExecutor:
             self._collect()
         with self._lock:
             for pod in self._pods.values():
-                _signal_group(pod.process.pid, signal.SIGKILL)
+                if pod.code is None:
+                    self._kill(pod)
+                else:
+                    self._tracker.kill(pod.key)
             deadline = time.monotonic() + _CLOSE_KILL_WAIT_S
             for pod in list(self._pods.values()):
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     pod.process.wait(timeout=max(deadline - time.monotonic(), 0.0))
-                self._record_exit(pod, _reap(pod.process))
+                while not self._tracker.empty(pod.key) and time.monotonic() < deadline:
+                    time.sleep(_CLOSE_POLL_S)
+                self._record_exit(pod, pod.code if pod.code is not None else _reap(pod.process))
+            self._tracker.close()
 
     # --- steps ------------------------------------------------------------------------------------
 
@@ -158,16 +214,44 @@ class LocalExecutor:
             pending = self.poll()
             self._exits = pending + self._exits
 
-    def _environment(self, pod: PodLaunch) -> dict[str, str]:
+    def _signal(self, pod: _Pod, sig: signal.Signals) -> None:
+        """Send ``sig`` to every process of the pod, setsid'd ones included, sparing a monitor leader
+        (bwrap's, whose death would SIGKILL the pod, or the reaper, which forwards it)."""
+        pod.sent.add(sig)
+        spared = {pod.process.pid} if pod.monitor else set()
+        for pid in self._tracker.pids(pod.key) - spared:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        if not pod.monitor:
+            _signal_group(pod.process.pid, sig)
+
+    def _kill(self, pod: _Pod) -> None:
+        """SIGKILL the whole pod (its leader is not reaped yet, so its group id is still its own)."""
+        pod.sent.add(signal.SIGKILL)
+        self._tracker.kill(pod.key)
+        _signal_group(pod.process.pid, signal.SIGKILL)
+
+    def _user(self, pod: PodLaunch) -> PodUser | None:
+        """The user the pod runs as: its namespace's under isolation as root, else None (the server's)."""
+        if self._isolation is None or self._isolation.users is None:
+            return None
+        try:
+            return self._isolation.users.for_namespace(_namespace(pod))
+        except IsolationError as error:
+            raise ExecutorError(f"{pod.key}: {error}") from error
+
+    def _environment(self, pod: PodLaunch, home: Path) -> dict[str, str]:
         """A clean base, then the pod's env, then the device variables, which the pod cannot override.
 
-        Nothing else of the server's environment reaches the pod: in particular not
-        its ``CUDA_VISIBLE_DEVICES``, which would hand the pod GPUs placement gave
-        to another.
+        Nothing else of the server's environment reaches the pod: not its variables (a
+        database URL, a token), not its home (``HOME`` is the pod's own directory), and
+        not its ``CUDA_VISIBLE_DEVICES``, which would hand the pod GPUs placement gave to
+        another. An isolated pod's default ``PATH`` is the system's, not the server's.
         """
+        isolated = self._isolation is not None
         base = {
-            "PATH": os.environ.get("PATH", _DEFAULT_PATH),
-            "HOME": os.environ.get("HOME", str(self._workdir)),
+            "PATH": POD_PATH if isolated else os.environ.get("PATH", _DEFAULT_PATH),
+            "HOME": str(home),
             "LANG": os.environ.get("LANG", "C.UTF-8"),
             "PYTHONUNBUFFERED": "1",
         }
@@ -177,52 +261,179 @@ class LocalExecutor:
             raise ExecutorError(f"{pod.key}: {error}") from error
         return {**base, **pod.env, **devices}
 
-    def _working_dir(self, pod: PodLaunch) -> Path:
-        """The pod's ``working_dir`` (must exist), or a per-pod directory under ``workdir/pods``."""
-        if pod.working_dir is not None:
-            cwd = Path(pod.working_dir)
-            if not cwd.is_dir():
-                raise ExecutorError(f"{pod.key}: working directory {cwd} does not exist")
+    def _own_dir(self, pod: PodLaunch, user: PodUser | None) -> Path:
+        """``workdir/pods/<namespace>/<pod>``: the pod's home and default working directory.
+
+        Isolated: ``workdir`` and ``pods`` mode 0711 (passable, not listable), the
+        namespace's directory and the pod's mode 0700, owned by the pod's user.
+        """
+        namespace = _namespace(pod)
+        rest = pod.key.removeprefix(f"{namespace}/")
+        parts = [_safe(namespace), _safe(rest)]
+        if self._isolation is None:
+            cwd = self._workdir / "pods" / Path(*parts)
+            try:
+                cwd.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise ExecutorError(f"{pod.key}: cannot create working directory {cwd}: {error}") from error
             return cwd
-        name = _UNSAFE.sub("_", pod.key)
-        cwd = self._workdir / "pods" / ("_" + name if name.strip(".") == "" else name)
+        return self._private_tree(pod.key, ["pods", *parts], user)
+
+    def _writable_dirs(self, pod: PodLaunch, user: PodUser | None) -> list[Path]:
+        """The pod's other own directories (its checkpoint directory), made its user's like its home when
+        they lie in the workdir; elsewhere they are left as they are."""
+        found = []
+        for raw in pod.writable_dirs:
+            path = Path(raw)
+            if self._isolation is not None and _within(path, self._workdir) and path != self._workdir:
+                parts = list(path.relative_to(self._workdir).parts)
+                path = self._private_tree(pod.key, parts, user)
+            elif not path.is_dir():
+                raise ExecutorError(f"{pod.key}: directory {path} does not exist")
+            found.append(path)
+        return found
+
+    def _private_tree(self, key: str, parts: list[str], user: PodUser | None) -> Path:
+        """``workdir/parts[0]/...`` created without following links: ``workdir`` and ``parts[0]`` mode 0711
+        owned by the server, each deeper level mode 0700 owned by ``user`` (a team owns its namespace's
+        directory, so it could plant a link there: every level is opened with ``O_NOFOLLOW``)."""
+        target = self._workdir.joinpath(*parts)
         try:
-            cwd.mkdir(parents=True, exist_ok=True)
+            self._workdir.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(self._workdir, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as error:
-            raise ExecutorError(f"{pod.key}: cannot create working directory {cwd}: {error}") from error
+            raise ExecutorError(f"{key}: cannot create working directory {target}: {error}") from error
+        try:
+            os.fchmod(descriptor, 0o711)
+            for depth, name in enumerate(parts):
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o700, dir_fd=descriptor)
+                child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=descriptor)
+                os.close(descriptor)
+                descriptor = child
+                if depth == 0:
+                    os.fchmod(descriptor, 0o711)
+                    continue
+                if user is not None:
+                    os.fchown(descriptor, user.uid, user.gid)
+                os.fchmod(descriptor, 0o700)
+        except OSError as error:
+            raise ExecutorError(f"{key}: cannot prepare directory {target}: {error}") from error
+        finally:
+            os.close(descriptor)
+        return target
+
+    def _working_dir(self, pod: PodLaunch, home: Path, writable: list[Path]) -> Path:
+        """The pod's ``working_dir`` (must exist, and not be hidden from pods), or its own directory."""
+        if pod.working_dir is None:
+            return home
+        cwd = Path(pod.working_dir)
+        if not cwd.is_dir():
+            raise ExecutorError(f"{pod.key}: working directory {cwd} does not exist")
+        real = Path(os.path.realpath(cwd))
+        if self._isolation is not None and not self._isolation.view.visible(real, writable):
+            raise ExecutorError(
+                f"{pod.key}: working directory {cwd} is hidden from pods (the server's state)"
+            )
         return cwd
 
+    def _check_executable(
+        self, key: str, program: str, cwd: Path, path: str, user: PodUser | None, writable: list[Path]
+    ) -> None:
+        """Refuse a program that cannot be run, as ``exec`` would resolve it (relative paths from ``cwd``),
+        and, isolated, one the pod could not see (bwrap) or its user could not execute (no sandbox)."""
+        if os.sep in program:
+            candidate = Path(program) if os.path.isabs(program) else cwd / program
+            if not (candidate.is_file() and os.access(candidate, os.X_OK)):
+                raise ExecutorError(f"{key}: command {program!r} is not an executable file")
+        else:
+            found = shutil.which(program, path=path)
+            if found is None:
+                raise ExecutorError(f"{key}: command {program!r} not found on PATH {path}")
+            candidate = Path(found)
+        isolation = self._isolation
+        if isolation is None:
+            return
+        real = Path(os.path.realpath(candidate))
+        if isolation.bwrap is not None:
+            for shown in (candidate.absolute(), real):
+                if not isolation.view.visible(shown, writable):
+                    raise ExecutorError(
+                        f"{key}: command {program!r} ({shown}) is in a directory pods do not see (the "
+                        "server's home or state): install it elsewhere or show it with --pod-expose"
+                    )
+        elif user is not None:
+            ids = (user.gid, *user.groups)
+            if not may_execute(real, user.uid, ids):
+                raise ExecutorError(
+                    f"{key}: command {program!r} ({real}) cannot be executed by the pod's user "
+                    f"{user.describe()}"
+                )
+            blocked = first_blocked(cwd, user.uid, ids)
+            if blocked is not None:
+                raise ExecutorError(
+                    f"{key}: the pod's user {user.describe()} cannot reach its directory {cwd} ({blocked} "
+                    "is closed to it): choose a --workdir outside the server's home, or install bubblewrap"
+                )
+
     def _spawn(
-        self, pod: PodLaunch, argv: list[str], env: dict[str, str], cwd: Path, log_path: Path
-    ) -> subprocess.Popen[bytes]:
-        """Open the log (header line first), start the process group, close the parent's copy of the log."""
+        self,
+        pod: PodLaunch,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: Path,
+        log_path: Path,
+        user: PodUser | None,
+        writable: list[Path],
+    ) -> tuple[subprocess.Popen[bytes], bool]:
+        """Open the log (header line first), start the pod under its tracker, user and sandbox, close the
+        parent's copy of the log. Also whether the leader is a monitor rather than the command."""
         header = f"--- {self._stamp()} start {pod.key}: {shlex.join(argv)}"
-        header += f" (image {pod.image})\n" if pod.image else "\n"
+        header += f" (image {pod.image})" if pod.image else ""
+        header += f" as {user.describe()}" if user is not None else ""
+        command = list(argv)
+        options: dict[str, Any] = {}
+        isolation = self._isolation
+        if isolation is not None:
+            command = isolation.wrap(command, user=user, cwd=cwd, writable=writable)
+            options["umask"] = _POD_UMASK
+        prefix = self._tracker.prepare(pod.key)
+        # The leader is bwrap's monitor or the reaper, not the command, except for a cgroup without bwrap.
+        monitor = (
+            bool(isolation is not None and isolation.bwrap is not None) or self._tracker.name != "cgroup"
+        )
         try:
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            log = log_path.open("ab")
+            log = _open_log(log_path)
         except OSError as error:
+            self._tracker.release(pod.key)
             raise ExecutorError(f"{pod.key}: cannot open log {log_path}: {error}") from error
         with log:
-            log.write(header.encode())
+            log.write((header + "\n").encode())
             log.flush()
             try:
-                return subprocess.Popen(
-                    argv,
+                process = subprocess.Popen(
+                    [*prefix, *command],
                     env=env,
                     cwd=cwd,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    **options,
                 )
             except OSError as error:
+                self._tracker.release(pod.key)
                 raise ExecutorError(f"{pod.key}: cannot start {argv[0]!r}: {error}") from error
+        self._tracker.started(pod.key, process.pid)
+        return process, monitor
 
     def _record_exit(self, pod: _Pod, code: int | None) -> None:
         """Forget a finished pod, queue its ``PodExit`` and note the exit in its log."""
         exit_code = code if code is not None else -signal.SIGKILL
+        if pod.sandboxed and exit_code > 128 and exit_code - 128 in pod.sent:
+            exit_code = -(exit_code - 128)  # bwrap's 128 + N for a signal this executor sent: as unsandboxed
         self._pods.pop(pod.key, None)
+        self._tracker.release(pod.key)
         self._exits.append(PodExit(pod.key, exit_code, self._clock()))
         with contextlib.suppress(OSError), pod.log_path.open("a") as log:
             log.write(f"--- {self._stamp()} exit {pod.key}: code {exit_code}\n")
@@ -231,14 +442,28 @@ class LocalExecutor:
         return datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds")
 
 
-def _check_executable(key: str, program: str, cwd: Path, path: str) -> None:
-    """Refuse a program that cannot be run, as ``exec`` would resolve it (relative paths from ``cwd``)."""
-    if os.sep in program:
-        candidate = Path(program) if os.path.isabs(program) else cwd / program
-        if not (candidate.is_file() and os.access(candidate, os.X_OK)):
-            raise ExecutorError(f"{key}: command {program!r} is not an executable file")
-    elif shutil.which(program, path=path) is None:
-        raise ExecutorError(f"{key}: command {program!r} not found on PATH {path}")
+def _namespace(pod: PodLaunch) -> str:
+    return pod.namespace or pod.key.split("/", 1)[0]
+
+
+def _safe(name: str) -> str:
+    """A path component for ``name``: unsafe characters replaced, never ``.`` or ``..``."""
+    cleaned = _UNSAFE.sub("_", name)
+    return "_" + cleaned if cleaned.strip(".") == "" else cleaned
+
+
+def _within(path: Path, directory: Path) -> bool:
+    return path == directory or directory in path.parents
+
+
+def _open_log(path: Path) -> Any:
+    """The log opened for appending, mode 0600 when created; missing directories are created 0700."""
+    missing = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            directory.mkdir(mode=0o700)
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    return os.fdopen(descriptor, "ab")
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
