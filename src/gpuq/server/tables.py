@@ -10,6 +10,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from gpuq.core.lifecycle.states import ENDED, WorkloadState
+
 Row = tuple[str, ...]
 
 WORKLOAD_COLUMNS = (
@@ -75,7 +77,7 @@ def _range(bounds: dict[str, Any] | None, now: float) -> str:
     return "" if low == high else f" ({low}–{high})"
 
 
-FINISHED = ("Succeeded", "Failed", "Inactive")
+FINISHED = tuple(s.value for s in WorkloadState if s in ENDED)
 
 
 def eta_text(workload: dict[str, Any], now: float | None = None) -> str:

@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gpuq.core.lifecycle.states import HOLDING_QUOTA as HOLDING_QUOTA_STATES
+from gpuq.core.lifecycle.states import WorkloadState
 from gpuq.core.nodes import Node
 from gpuq.run.store import ConditionRecord, EventRecord, ObjectRecord, PodRecord, WorkloadRecord
 
-PENDING = ("Pending",)
-HOLDING_QUOTA = ("QuotaReserved", "Admitted", "Running")
+PENDING = (WorkloadState.PENDING.value,)
+HOLDING_QUOTA = tuple(s.value for s in WorkloadState if s in HOLDING_QUOTA_STATES)
 
 
 def object_view(record: ObjectRecord, status: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from gpuq.api.serving import Autoscaler, ServiceSpec, build_services
 from gpuq.core.autoscaling.replicas import Pod, PodPhase
 from gpuq.core.decisions import CycleResult
 from gpuq.core.disruption_budgets import Protected, vet_preemptions
+from gpuq.core.lifecycle.states import ACTIVE
 from gpuq.run.serving.autoscale import AutoscalerState, activate, live_autoscaler, sync, sync_period_s
 from gpuq.run.serving.replica_pod import (
     PORT_ANNOTATION,
@@ -73,7 +74,7 @@ SERVING_KINDS = frozenset(
         "PodDisruptionBudget",
     }
 )
-ACTIVE_STATES = ("Pending", "QuotaReserved", "Admitted", "Running")
+ACTIVE_STATES = tuple(s.value for s in ACTIVE)
 _log = logging.getLogger("gpuq.serving")
 
 

@@ -10,8 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-WORKLOAD_STATES = ("Pending", "QuotaReserved", "Admitted", "Running", "Succeeded", "Failed", "Inactive")
-"""Every state a workload row may hold; transitions are the control loop's business."""
+from gpuq.core.lifecycle.states import WorkloadState
+
+WORKLOAD_STATES = tuple(s.value for s in WorkloadState if s != WorkloadState.INADMISSIBLE)
+"""Every state a workload row may hold (the lifecycle's enum; no queue routes an Inadmissible one,
+which the store keeps as Pending with its message); transitions are the lifecycle's business."""
 
 POD_STATES = ("Pending", "Running", "Succeeded", "Failed", "Terminating")
 """Every state a pod row may hold."""
