@@ -453,3 +453,61 @@ def test_admit_warns_when_topology_cannot_be_checked(tmp_path: Path) -> None:
     result = runner.invoke(app, ["admit", "-f", path, "--now", NOW])
     assert result.exit_code == 0, result.output
     assert "flavor(s) gpu are topology-aware but no nodes were given" in result.stderr
+
+
+IMPORT_DUMP = """\
+apiVersion: v1
+kind: List
+items:
+- apiVersion: kueue.x-k8s.io/v1beta1
+  kind: ResourceFlavor
+  metadata: {name: gpu}
+- apiVersion: kueue.x-k8s.io/v1beta1
+  kind: ClusterQueue
+  metadata: {name: team}
+  spec:
+    namespaceSelector: {}
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: gpu
+        resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
+- apiVersion: kueue.x-k8s.io/v1beta1
+  kind: LocalQueue
+  metadata: {name: q, namespace: ml}
+  spec: {clusterQueue: team}
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: gpu-node-1
+    labels: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3, nvidia.com/gpu.count: "8",
+             node.kubernetes.io/instance-type: a3-highgpu-8g}
+  status:
+    allocatable: {cpu: "200", memory: 1800Gi, nvidia.com/gpu: "8", pods: "110"}
+- apiVersion: kueue.x-k8s.io/v1beta1
+  kind: Workload
+  metadata: {name: huge, namespace: ml, creationTimestamp: "2025-06-01T10:00:00Z"}
+  spec:
+    queueName: q
+    podSets:
+    - name: main
+      count: 1
+      template:
+        spec:
+          containers:
+          - name: c
+            resources: {requests: {nvidia.com/gpu: "100000"}}
+  status: {conditions: []}
+"""
+
+
+def test_import_k8s_keeps_a_pending_workload_kueue_never_admits(tmp_path: Path) -> None:
+    (tmp_path / "dump.yaml").write_text(IMPORT_DUMP)
+    out = tmp_path / "scenario"
+    result = runner.invoke(app, ["import", "k8s", "-f", str(tmp_path / "dump.yaml"), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "can never hold more than 8 in any flavor: the workload stays pending" in " ".join(
+        result.stderr.split()
+    )
+    state = yaml.safe_load_all((out / "state" / "workloads.yaml").read_text())
+    assert [w["metadata"]["name"] for w in state if w] == ["huge"]
