@@ -134,16 +134,32 @@ def load_texts(
     """:func:`load` for documents already in memory: ``(display path, YAML or JSON text)`` pairs, as a
     control plane holds the objects it was given."""
     diagnostics = diagnostics if diagnostics is not None else []
+    documents: list[Document] = []
+    for path, text in texts:
+        parsed, errors = parse_documents(path, text)
+        diagnostics += errors
+        documents += parsed
+    return load_documents(documents, diagnostics, strict=strict)
+
+
+def load_objects(objects: Iterable[tuple[str, Mapping[str, Any]]], *, strict: bool = False) -> LoadResult:
+    """:func:`load` for objects a store already holds as data, ``(display path, object)`` pairs: read
+    once, never written out as YAML to be parsed again (no field lines: they have no file)."""
+    documents = [Document(path, 1, dict(data), {}) for path, data in objects]
+    return load_documents(documents, [], strict=strict)
+
+
+def load_documents(
+    documents: Iterable[Document], diagnostics: list[Diagnostic], *, strict: bool = False
+) -> LoadResult:
+    """Steps 2 onwards of :func:`load`: documents become manifests, are checked and converted."""
     manifests: list[Manifest] = []
     broken: list[references.ObjectKey] = []
-    for path, text in texts:
-        documents, errors = parse_documents(path, text)
-        diagnostics += errors
-        for document in documents:
-            for item in expand_lists(document, diagnostics):
-                manifest = read_manifest(item, diagnostics, broken)
-                if manifest is not None:
-                    manifests.append(manifest)
+    for document in documents:
+        for item in expand_lists(document, diagnostics):
+            manifest = read_manifest(item, diagnostics, broken)
+            if manifest is not None:
+                manifests.append(manifest)
     manifests, unqueued = queue_defaulting.default_queues(manifests)
     diagnostics += unqueued
     for manifest in manifests:

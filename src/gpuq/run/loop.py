@@ -32,10 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from gpuq.api import convert, kueue
-from gpuq.api.loader import load_texts
+from gpuq.api.loader import load_objects
 from gpuq.api.source_fields import SourceError
 from gpuq.api.sources import to_workload
 from gpuq.core.admission import Scheduler
@@ -206,8 +204,7 @@ class ControlLoop:
         if signature == self._config_signature:
             return
         self._config_signature = signature
-        texts = [(f"{o.kind}/{o.namespace}/{o.name}", yaml.safe_dump(o.manifest)) for o in objects]
-        result = load_texts(texts)
+        result = load_objects((f"{o.kind}/{o.namespace}/{o.name}", o.manifest) for o in objects)
         if result.errors or result.config is None:
             self.config_problem = "; ".join(str(d) for d in result.errors) or "no configuration"
             return
