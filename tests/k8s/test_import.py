@@ -166,11 +166,11 @@ def test_the_imported_scenario_simulates_from_the_cluster_as_dumped(imported: Pa
     # 16 + 8 borrowable H100s only once vit-large frees its 8 (8229 s), and bert-pretrain (32 GPUs,
     # 2h) needs the whole cohort's 32 H100s: after resnet-sweep ends (8229 + 3600 = 11829 s).
     assert _simulated(imported / "scenario.yaml") == {
-        "vision/job-vit-large-c3d4e": (-13498.0, 8229.0, "Finished"),  # started at its QuotaReserved
-        "inference/job-triton-mig-4e5f6": (-9900.0, 0.0, "Finished"),
-        "nlp/job-llama-eval-7a8b9": (-2700.0, 947.0, "Finished"),
-        "vision/job-resnet-sweep-0a1b2": (8229.0, 11829.0, "Finished"),
-        "nlp/job-bert-pretrain-6c7d8": (11829.0, 19029.0, "Finished"),
+        "vision/job-vit-large-c3d4e": (-13498.0, 8229.0, "Succeeded"),  # started at its QuotaReserved
+        "inference/job-triton-mig-4e5f6": (-9900.0, 0.0, "Succeeded"),
+        "nlp/job-llama-eval-7a8b9": (-2700.0, 947.0, "Succeeded"),
+        "vision/job-resnet-sweep-0a1b2": (8229.0, 11829.0, "Succeeded"),
+        "nlp/job-bert-pretrain-6c7d8": (11829.0, 19029.0, "Succeeded"),
     }
 
 
@@ -195,7 +195,7 @@ def test_assume_duration_reaches_the_initial_state(tmp_path: Path) -> None:
     simulated = _simulated(out / "scenario.yaml")
     assert simulated["inference/job-triton-mig-4e5f6"][1] == 14400 - 9829
     assert simulated["nlp/job-llama-eval-7a8b9"][1] == 14400 - 2653
-    assert simulated["vision/job-resnet-sweep-0a1b2"] == (8229.0, 8229.0 + 14400, "Finished")
+    assert simulated["vision/job-resnet-sweep-0a1b2"] == (8229.0, 8229.0 + 14400, "Succeeded")
 
 
 def test_a_now_before_a_workload_was_created_is_an_error() -> None:
