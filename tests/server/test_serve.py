@@ -2,6 +2,9 @@
 
 The server runs with 2 virtual A100s on a SQLite file; the CLI runs as ``python -m
 gpuq.cli`` with ``GPUQ_CONTEXT`` pointing into tmp_path, as a user would run it.
+Its pods are isolated as by default (docs/serve.md, "Job isolation"): they run this Python
+(shown with ``--pod-expose``, as it may live in the server's home) and leave their marks
+in ``tmp_path/shared`` (``--pod-bind``), the only directory of tmp_path they may write.
 """
 
 from __future__ import annotations
@@ -44,10 +47,16 @@ class Serve:
         self.env.pop("GPUQ_SERVER", None)
         self.env.pop("GPUQ_TOKEN", None)
         self.process: subprocess.Popen[str] | None = None
+        self.shared = root / "shared"  # pods of every team may write here
+        self.shared.mkdir(exist_ok=True)
+        self.shared.chmod(0o777)
 
     def start(self, *extra: str) -> None:
         args = ["--database", self.database, "--port", str(self.port), "--workdir", str(self.root / "work")]
-        args += ["--gpus", "2", "--gpu-model", "A100-80GB", "--lease-seconds", "1", *extra]
+        args += ["--gpus", "2", "--gpu-model", "A100-80GB", "--lease-seconds", "1"]
+        if "--ray-address" not in extra:
+            args += ["--pod-expose", sys.base_prefix, "--pod-bind", str(self.shared)]
+        args += extra
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gpuq.cli", "serve", *args],
             env=self.env,
@@ -163,8 +172,9 @@ def test_two_teams_run_jobs_on_distinct_gpus_through_the_cli(serve: Serve, tmp_p
         tokens[team] = added.stdout.strip()
     # Each job waits (up to 30 s) until both run, so they hold their GPUs at the same time however slow
     # the machine is: otherwise the second could start after the first ended, on the same GPU.
-    meet = tmp_path / "meet"
-    meet.mkdir()
+    meet = serve.shared / "meet"
+    meet.mkdir(mode=0o777)
+    meet.chmod(0o777)
     script = (
         "import os, time; print('saw', os.environ['CUDA_VISIBLE_DEVICES'], flush=True); "
         f"d = {str(meet)!r}; "
@@ -204,7 +214,7 @@ def test_two_teams_run_jobs_on_distinct_gpus_through_the_cli(serve: Serve, tmp_p
 def test_a_killed_server_is_restarted_and_the_job_succeeds_exactly_once(serve: Serve, tmp_path: Path) -> None:
     serve.start()
     headers = {"Authorization": f"Bearer {serve.token()}"}
-    marks = tmp_path / "marks"
+    marks = serve.shared / "marks"
     for text in (CONFIG, dump(job("long", "team-a", waits_to_be_killed(marks)))):
         response = httpx.post(f"{serve.url}{API_PREFIX}/apply", content=text.encode(), headers=headers)
         assert response.status_code == 200, response.text
@@ -228,7 +238,7 @@ def test_a_stopped_leader_stops_its_pods_and_a_follower_takes_over(
     leader, follower = servers(), servers()
     leader.start()
     headers = {"Authorization": f"Bearer {leader.token()}"}
-    marks = tmp_path / "marks"
+    marks = leader.shared / "marks"
     for text in (CONFIG, dump(job("long", "team-a", waits_to_be_killed(marks)))):
         response = httpx.post(f"{leader.url}{API_PREFIX}/apply", content=text.encode(), headers=headers)
         assert response.status_code == 200, response.text
@@ -282,7 +292,7 @@ def test_on_postgresql_a_killed_leader_is_replaced_and_its_job_finishes_once(
     leader.database = follower.database = postgres_url
     leader.start()
     headers = {"Authorization": f"Bearer {leader.token()}"}
-    marks = tmp_path / "marks"
+    marks = leader.shared / "marks"
     for text in (CONFIG, dump(job("long", "team-a", waits_to_be_killed(marks)))):
         response = httpx.post(f"{leader.url}{API_PREFIX}/apply", content=text.encode(), headers=headers)
         assert response.status_code == 200, response.text

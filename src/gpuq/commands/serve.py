@@ -30,6 +30,7 @@ from gpuq.snapshot.runtimes import EstimatorSettings
 
 if TYPE_CHECKING:
     from gpuq.run.loop import ControlLoop
+    from gpuq.run.sandbox import Isolation
     from gpuq.run.serving.router import Router
     from gpuq.run.xid import XidWatcher
     from gpuq.server.runner import GpuMonitor
@@ -159,6 +160,38 @@ def serve(
             help="Services: seconds a request waits for a ready replica (scale from zero) before a 503.",
         ),
     ] = 120.0,
+    sandbox: Annotated[
+        str,
+        typer.Option(
+            "--sandbox",
+            help="Pod isolation: bwrap (a private filesystem view and a user per namespace), user (a user "
+            "per namespace only), none (pods run as the server); auto: bwrap where it works, else user.",
+        ),
+    ] = "auto",
+    pod_user: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--pod-user",
+            help="NAMESPACE=USER (a name, uid or uid:gid): run that namespace's pods as USER instead of "
+            "the system user gpuq-NAMESPACE created on demand. Repeatable.",
+        ),
+    ] = None,
+    pod_expose: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--pod-expose",
+            help="A path pods see read-only though it lies in a hidden directory (a toolchain in the "
+            "server's home). Repeatable.",
+        ),
+    ] = None,
+    pod_bind: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--pod-bind",
+            help="A directory every pod may write (shared data or scratch; its own modes still apply). "
+            "Repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Run the control plane: REST API, leader election, (while leader) the control loop, and the router
     in front of live services."""
@@ -175,8 +208,12 @@ def serve(
         raise _fail(f"unknown --policy {policy!r}; known: {', '.join(sorted(CHOOSERS))}")
     forecast_settings = _forecast_settings(eta_low_quantile, eta_high_quantile, eta_default_runtime)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    os.umask(0o077)  # the database, the context file, logs: the server's alone (pods get their own umask)
     url = database or default_url()
     workdir = workdir.expanduser().resolve()
+    isolation = _isolation(
+        sandbox, url, workdir, pod_user or [], pod_expose or [], pod_bind or [], ray=ray_address is not None
+    )
     node, devices = _node(gpus, gpu_model, cpus=cpus, memory=memory, pods=pods)
     store = _open_store(url)
     listener = _listen(host, port)  # before leading: a second server on a taken port must not run pods
@@ -193,7 +230,7 @@ def serve(
     runner = LoopRunner(
         url,
         identity or f"{socket.gethostname()}:{os.getpid()}",
-        _loop_factory(node, devices, workdir, policy, ray_address, router, hpa_sync_period),
+        _loop_factory(node, devices, workdir, policy, ray_address, router, hpa_sync_period, isolation),
         lease_s=lease_seconds,
         gpus=monitor,
     )
@@ -229,6 +266,11 @@ def serve(
         highlight=False,
         markup=False,
     )
+    if isolation is not None:
+        err.print(f"gpuq serve: pods isolated by {isolation.describe()}", highlight=False, markup=False)
+        for warning in isolation.warnings:  # logged once, and shown where the operator looks
+            logging.getLogger("gpuq.serve").warning("pod isolation: %s", warning)
+            err.print(f"WARNING: pod isolation: {warning}", style="bold red", highlight=False, markup=False)
     runner.start()
     forecasts.start()
     try:
@@ -242,6 +284,56 @@ def serve(
         store.close()
         listener.close()
         err.print("gpuq serve: stopped (pods terminated, leadership released)", highlight=False)
+
+
+def _isolation(
+    mode: str,
+    url: str,
+    workdir: Path,
+    users: list[str],
+    expose: list[Path],
+    shared: list[Path],
+    *,
+    ray: bool,
+) -> Isolation | None:
+    """How local pods are isolated (docs/serve.md, "Job isolation"), or a clear error; None with Ray.
+
+    Hidden from pods: the database's directory (SQLite), the context file's, the workdir
+    (each pod sees only its own directories in it) and the server's home.
+    """
+    from sqlalchemy.engine import make_url
+
+    from gpuq.run.sandbox import MODES, configure, parse_user_mapping
+    from gpuq.server.context import context_path
+
+    if mode not in MODES:
+        raise _fail(f"unknown --sandbox {mode!r}; known: {', '.join(MODES)}")
+    if ray:
+        if users or expose or shared or mode != "auto":
+            raise _fail("--sandbox, --pod-user, --pod-expose and --pod-bind apply to local pods, not Ray's")
+        err.print(
+            "WARNING: pod isolation: --ray-address: pods run as Ray actors, without gpuq's isolation",
+            style="bold red",
+            highlight=False,
+            markup=False,
+        )
+        return None
+    state = [context_path().expanduser().parent]
+    database = make_url(url).database if url.startswith("sqlite") else None
+    if database and database != ":memory:" and not database.startswith("file:"):
+        state.insert(0, Path(database).expanduser().resolve().parent)
+    try:
+        return configure(
+            mode,  # a Mode: checked against MODES above
+            users=parse_user_mapping(users),
+            state=state,
+            workdir=workdir,
+            home=[Path.home()],
+            expose=expose,
+            shared=shared,
+        )
+    except ValueError as error:
+        raise _fail(str(error)) from error
 
 
 def _forecast_settings(low: float, high: float, default_runtime: str) -> EstimatorSettings:
@@ -347,12 +439,14 @@ def _loop_factory(
     ray_address: str | None,
     router: Router | None = None,
     hpa_sync_period: int | None = None,
+    isolation: Isolation | None = None,
 ) -> Callable[[Store], ControlLoop]:
     """A new loop and executor per leadership term: a closed executor cannot start pods again.
 
     The node's devices let the loop give MIG slices concrete ids; with ``ray_address`` pods run as Ray
     actors (``local`` starts a Ray instance declaring this node's GPUs). With a ``router``, the loop
-    runs live services (a service controller per term, feeding that router).
+    runs live services (a service controller per term, feeding that router). ``isolation``: how local
+    pods are isolated (None: they run as the server, unisolated).
     """
     from gpuq.run.executors.base import Executor
     from gpuq.run.executors.local import LocalExecutor
@@ -366,7 +460,7 @@ def _loop_factory(
 
             executor = RayExecutor(ray_address, workdir=workdir, num_gpus=node.gpu_count or None)
         else:
-            executor = LocalExecutor(workdir)
+            executor = LocalExecutor(workdir, isolation=isolation)
         services = ServiceController(store, router, sync_period_s=hpa_sync_period) if router else None
         return ControlLoop(
             store,

@@ -204,10 +204,15 @@ def may_execute(path: Path, uid: int, gids: Iterable[int]) -> bool:
 
 
 def first_blocked(path: Path, uid: int, gids: Iterable[int]) -> Path | None:
-    """The first ancestor of ``path`` (or itself) that ``uid`` may not search; None when all may be."""
+    """The first ancestor of ``path`` (or itself) that ``uid`` may not search; None when all may be.
+
+    Directories that do not exist yet are not counted: gpuq creates them passable.
+    """
     gids = tuple(gids)
     real = Path(os.path.realpath(path))
     for directory in (*reversed(real.parents), real):
+        if not directory.exists():
+            return None
         if not may_traverse(directory, uid, gids):
             return directory
     return None

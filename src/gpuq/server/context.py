@@ -1,12 +1,14 @@
 """The context file: where the server is and which token to send, for the CLI.
 
-``~/.gpuq/context.yaml`` (``GPUQ_CONTEXT`` names another), mode 0600 since it holds a
-bearer token: ``{server: http://127.0.0.1:8470, token: ...}``. ``gpuq serve`` writes it;
-the CLI reads it, and ``--server`` / ``--token`` / ``GPUQ_SERVER`` / ``GPUQ_TOKEN`` win.
+``~/.gpuq/context.yaml`` (``GPUQ_CONTEXT`` names another), mode 0600 in a directory created
+mode 0700, since it holds a bearer token: ``{server: http://127.0.0.1:8470, token: ...}``.
+``gpuq serve`` writes it; the CLI reads it, and ``--server`` / ``--token`` / ``GPUQ_SERVER`` /
+``GPUQ_TOKEN`` win.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -38,12 +40,23 @@ def write_context(server: str, token: str | None, path: Path | None = None) -> P
     data["server"] = server
     if token:
         data["token"] = token
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as handle:
         yaml.safe_dump(data, handle, sort_keys=True)
     os.chmod(path, 0o600)  # an existing file keeps its old mode through os.open
     return path
+
+
+def private_dir(directory: Path) -> None:
+    """Create ``directory`` (and missing parents) mode 0700; one that exists is left as it is, except
+    ``~/.gpuq``, gpuq's own, which is made 0700 (pods must not list it: docs/serve.md, "Job isolation")."""
+    missing = [d for d in (directory, *directory.parents) if not d.exists()]
+    for created in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            created.mkdir(mode=0o700)
+    if directory == Path.home() / ".gpuq" and directory.stat().st_uid == os.geteuid():
+        directory.chmod(0o700)
 
 
 def client_address(host: str, port: int) -> str:

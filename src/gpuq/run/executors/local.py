@@ -215,15 +215,17 @@ class LocalExecutor:
             self._exits = pending + self._exits
 
     def _signal(self, pod: _Pod, sig: signal.Signals) -> None:
-        """Send ``sig`` to every process of the pod, setsid'd ones included, sparing a monitor leader
-        (bwrap's, whose death would SIGKILL the pod, or the reaper, which forwards it)."""
+        """Send ``sig`` once to every process of the pod, setsid'd ones included, sparing a monitor leader
+        (bwrap's, whose death would SIGKILL the pod, or the reaper, which would forward it). Once: a
+        second SIGTERM could interrupt the pod's handler of the first."""
         pod.sent.add(sig)
         spared = {pod.process.pid} if pod.monitor else set()
-        for pid in self._tracker.pids(pod.key) - spared:
+        pids = self._tracker.pids(pod.key) - spared
+        if not pids and not pod.monitor:
+            _signal_group(pod.process.pid, sig)  # the tracker saw nothing (yet): the group at least
+        for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
-        if not pod.monitor:
-            _signal_group(pod.process.pid, sig)
 
     def _kill(self, pod: _Pod) -> None:
         """SIGKILL the whole pod (its leader is not reaped yet, so its group id is still its own)."""

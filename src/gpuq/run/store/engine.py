@@ -10,6 +10,9 @@ the cascades). PostgreSQL goes through psycopg 3.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +36,11 @@ SQLITE_PRAGMAS = (
 
 
 def default_url(home: Path | None = None) -> str:
-    """``sqlite:///~/.gpuq/gpuq.db`` (the directory is created), the store of a single machine."""
+    """``sqlite:///~/.gpuq/gpuq.db`` (the directory is created, mode 0700), the store of a single machine."""
     directory = (home or Path.home()) / ".gpuq"
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if directory.stat().st_uid == os.geteuid():
+        directory.chmod(0o700)  # gpuq's own: the database and the context file's token live here
     return f"sqlite:///{directory / 'gpuq.db'}"
 
 
@@ -57,10 +62,31 @@ def make_engine(url: URL, *, pooled: bool = True) -> Engine:
     kwargs: dict[str, Any] = {"pool_pre_ping": True}
     if not pooled:
         kwargs["poolclass"] = NullPool
+    if url.get_backend_name() == "sqlite":
+        _private_database_file(url)
     engine = create_engine(url, **kwargs)
     if url.get_backend_name() == "sqlite":
         _configure_sqlite(engine)
     return engine
+
+
+def _private_database_file(url: URL) -> None:
+    """Create the SQLite file mode 0600, or take group and other access away from an existing one that
+    has it (and from its ``-wal`` / ``-shm`` files, which SQLite creates with the database's mode).
+
+    The database holds every workload, user and token hash: only the server may read it.
+    """
+    database = url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    path = Path(database)
+    with contextlib.suppress(FileNotFoundError):  # a missing directory: SQLite's own error says it
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(OSError):
+            info = file.stat()
+            if info.st_mode & 0o077 and info.st_uid == os.geteuid():
+                file.chmod(stat.S_IMODE(info.st_mode) & 0o700)
 
 
 def _configure_sqlite(engine: Engine) -> None:
