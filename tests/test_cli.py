@@ -511,3 +511,102 @@ def test_import_k8s_keeps_a_pending_workload_kueue_never_admits(tmp_path: Path) 
     )
     state = yaml.safe_load_all((out / "state" / "workloads.yaml").read_text())
     assert [w["metadata"]["name"] for w in state if w] == ["huge"]
+
+
+# Two cohorts whose workloads keep changing hands, with periods 5 and 7 (tests/core/test_cycles.py):
+# no fixed period, so `gpuq admit` stops on no progress and says who churns and why.
+CHURN_QUEUES = [  # (name, cohort, [(flavor, GPUs)], withinClusterQueue)
+    ("a0", "a", [("f1", 2), ("f2", 3)], "LowerPriority"),
+    ("a1", "a", [("f2", 1), ("f1", 0)], "LowerPriority"),
+    ("b0", "b", [("f3", 3), ("f1", 1), ("f2", 1)], "Never"),
+    ("b1", "b", [("f3", 0), ("f1", 3), ("f2", 0)], "LowerPriority"),
+]
+CHURN_JOBS = {  # cohort -> (index, queue, priority, GPUs)
+    "a": [(0, 1, 1, 2), (1, 1, 2, 2), (2, 0, 1, 2), (3, 0, 2, 1), (4, 0, 0, 1), (5, 0, 2, 1), (6, 0, 2, 2)],
+    "b": [
+        (0, 1, 2, 1),
+        (1, 1, 0, 2),
+        (2, 1, 0, 1),
+        (3, 0, 2, 2),
+        (4, 1, 1, 2),
+        (5, 1, 0, 1),
+        (6, 1, 2, 2),
+        (7, 0, 2, 2),
+        (8, 1, 2, 2),
+    ],
+}
+
+
+def _churning_snapshot(path: Path) -> Path:
+    docs = [
+        f"apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {{name: {f}}}\n"
+        for f in ("f1", "f2", "f3")
+    ]
+    docs += [
+        f"apiVersion: kueue.x-k8s.io/v1beta2\nkind: Cohort\nmetadata: {{name: {c}}}\nspec: {{}}\n"
+        for c in "ab"
+    ]
+    for name, cohort, flavors, within in CHURN_QUEUES:
+        listed = "".join(
+            f"    - name: {f}\n      resources: [{{name: nvidia.com/gpu, nominalQuota: {gpus}}}]\n"
+            for f, gpus in flavors
+        )
+        docs.append(
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\n"
+            f"metadata: {{name: {name}}}\nspec:\n  cohortName: {cohort}\n  namespaceSelector: {{}}\n"
+            f"  preemption: {{withinClusterQueue: {within}, reclaimWithinCohort: Any}}\n"
+            "  resourceGroups:\n  - coveredResources: [nvidia.com/gpu]\n    flavors:\n" + listed
+        )
+        docs.append(
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\n"
+            f"metadata: {{name: {name}, namespace: default}}\nspec: {{clusterQueue: {name}}}\n"
+        )
+    for cohort, jobs in CHURN_JOBS.items():
+        for i, queue, priority, gpus in jobs:
+            docs.append(
+                "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\n"
+                f"metadata:\n  name: {cohort}-w{i}\n  namespace: default\n"
+                f'  creationTimestamp: "2026-01-01T00:00:{i:02d}Z"\n'
+                f"spec:\n  queueName: {cohort}{queue}\n  priority: {priority}\n"
+                "  podSets:\n  - name: main\n    count: 1\n    template:\n      spec:\n        containers:\n"
+                "        - name: c\n          image: busybox\n"
+                f'          resources: {{requests: {{nvidia.com/gpu: "{gpus}"}}}}\n'
+            )
+    path.write_text("---\n".join(docs))
+    return path
+
+
+def test_admit_that_stops_on_no_progress_names_the_churning_workloads(tmp_path: Path) -> None:
+    snapshot = str(_churning_snapshot(tmp_path / "churn.yaml"))
+    result = runner.invoke(app, ["admit", "-f", snapshot, "-o", "json", "--now", NOW])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert list(document) == ["cycles", "admitted", "preempted", "pending", "stopped"]
+    stopped = document["stopped"]
+    assert stopped["reason"] == "NoProgress"
+    assert stopped["cycles"] == document["cycles"] == stopped["lastProgress"] + stopped["window"]
+    assert stopped["window"] == 64
+    assert stopped["churning"] == ["default/a-w1", "default/a-w4", "default/b-w5", "default/b-w7"]
+    assert stopped["why"].startswith(
+        "ClusterQueues a0, a1 in cohort a: withinClusterQueue LowerPriority with reclaimWithinCohort Any "
+        "and borrowing (a1 without a borrowingLimit) lets each reclaim what the other borrowed"
+    )
+    assert "; ClusterQueues b0, b1 in cohort b: " in stopped["why"]
+    assert "stopped after" in result.stderr and "no progress in the last 64 cycles" in result.stderr
+    as_yaml = yaml.safe_load(runner.invoke(app, ["admit", "-f", snapshot, "-o", "yaml", "--now", NOW]).stdout)
+    assert as_yaml["stopped"] == stopped
+
+    table = runner.invoke(app, ["admit", "-f", snapshot, "--now", NOW])
+    assert table.exit_code == 0, table.output
+    assert "Admitted" in table.stdout and "stopped" not in table.stdout
+    warning = " ".join(table.stderr.split())  # the console wraps long lines
+    assert (
+        "4 workload(s) keep changing hands: default/a-w1, default/a-w4, default/b-w5, default/b-w7" in warning
+    )
+    assert "ClusterQueues b0, b1 in cohort b" in warning
+
+
+def test_admit_of_a_quiet_run_has_no_stopped_field() -> None:
+    result = runner.invoke(app, ["admit", "-f", EXAMPLE, "-o", "json", "--now", NOW])
+    assert "stopped" not in json.loads(result.stdout)
+    assert "warning: stopped" not in result.stderr

@@ -19,7 +19,7 @@ from gpuq.api.loader import LoadResult, load
 from gpuq.commands.eta import EtaError, eta_document, forecast_file, print_etas
 from gpuq.commands.render import OutputFormat, error, out, print_diagnostics, warning, write_document
 from gpuq.core.admission import Scheduler
-from gpuq.core.cycles import AdmitRun, run_cycles
+from gpuq.core.cycles import AdmitRun, StopKind, StopReason, run_cycles
 from gpuq.core.nodes import HOSTNAME_LABEL, is_device_resource
 from gpuq.core.placement.engine import Placer, WorkloadPlacement
 from gpuq.core.placement.scoring import inputs_for
@@ -54,15 +54,9 @@ def admit_snapshot(
         )
     at = snapshot_time(result) if now is None else now
     run = run_cycles(scheduler, max_cycles=cycles, now=at)
-    if run.flapping_period is not None:
-        warning(
-            f"stopped after {run.cycles} cycles: the same preemptions repeat every "
-            f"{run.flapping_period} cycles (preemptor flapping, see docs/kueue-parity.md); "
-            "the decisions shown are the latest of each workload"
-        )
-    document = admit_document(run, scheduler)
     forecast = _forecast(result, at, policy, history, expected_arrivals) if eta else None
     if output != OutputFormat.TABLE:
+        document = admit_document(run, scheduler)
         if forecast is not None:
             document["forecast"] = eta_document(*forecast)
         write_document(document, output)
@@ -70,6 +64,58 @@ def admit_snapshot(
         print_admit_tables(run, scheduler)
         if forecast is not None:
             print_etas(out, *forecast)
+    if run.stop is not None and (message := stop_warning(run.stop)):
+        warning(message)
+
+
+CHURNING_SHOWN = 10
+COHORTS_SHOWN = 3
+
+
+def stop_warning(stop: StopReason) -> str:
+    """The warning ``gpuq admit`` prints when the run stopped without settling (a period, or no
+    progress): why, the workloads that keep changing hands and the policies that let them."""
+    if stop.kind == StopKind.PERIODIC:
+        head = (
+            f"stopped after {stop.cycles} cycles: the same preemptions repeat every {stop.period} "
+            "cycles (preemptor flapping)"
+        )
+    elif stop.kind == StopKind.NO_PROGRESS:
+        head = (
+            f"stopped after {stop.cycles} cycles: no progress in the last {stop.window} cycles "
+            f"(no workload tried or admitted for the first time since cycle {stop.last_progress}), "
+            "workloads only change hands"
+        )
+    else:
+        return ""
+    churning = stop.churning
+    names = ", ".join(churning[:CHURNING_SHOWN])
+    if len(churning) > CHURNING_SHOWN:
+        names += f" and {len(churning) - CHURNING_SHOWN} more"
+    why = "; ".join(stop.why[:COHORTS_SHOWN])
+    if len(stop.why) > COHORTS_SHOWN:
+        why += f"; and {len(stop.why) - COHORTS_SHOWN} more cohort(s) (-o json lists them all)"
+    return (
+        f"{head}; {len(churning)} workload(s) keep changing hands: {names}"
+        + (f". {why}" if why else "")
+        + ". See docs/kueue-parity.md; the decisions shown are the latest of each workload"
+    )
+
+
+def stopped_document(stop: StopReason) -> dict[str, Any] | None:
+    """``gpuq admit -o json``'s ``stopped`` field: only for a run that ended on a period or on no
+    progress (a quiet run, or one cut at ``--cycles``, has none)."""
+    if stop.kind not in (StopKind.PERIODIC, StopKind.NO_PROGRESS):
+        return None
+    document: dict[str, Any] = {"reason": str(stop.kind), "cycles": stop.cycles}
+    if stop.kind == StopKind.PERIODIC:
+        document["period"] = stop.period
+    else:
+        document["window"] = stop.window
+        document["lastProgress"] = stop.last_progress
+    document["churning"] = list(stop.churning)
+    document["why"] = "; ".join(stop.why)
+    return document
 
 
 def _forecast(
@@ -182,6 +228,8 @@ def admit_document(run: AdmitRun, scheduler: Scheduler | None = None) -> dict[st
     }
     if scheduler is not None and placer is not None:
         document["unplaced"] = {key: f.message for key, f in sorted(scheduler.unplaced.items())}
+    if run.stop is not None and (stopped := stopped_document(run.stop)) is not None:
+        document["stopped"] = stopped
     return document
 
 
