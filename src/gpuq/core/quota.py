@@ -31,9 +31,12 @@ class QuotaNode:
     """A cluster queue (leaf) or a cohort (inner node) of the quota tree."""
 
     __slots__ = (
+        "borrowing_limits",
         "children",
+        "guaranteed",
         "height",
         "is_cluster_queue",
+        "local",
         "name",
         "parent",
         "quotas",
@@ -50,19 +53,42 @@ class QuotaNode:
         self.subtree_quota: FlavorResourceAmounts = {}
         self.usage: FlavorResourceAmounts = {}
         self.height = 0
+        # Fixed once the tree is built (:meth:`freeze`); the hot paths read them instead of
+        # recomputing them from the quotas at every call.
+        self.local: FlavorResourceAmounts = {}  # local_quota, where it is not 0
+        self.borrowing_limits: FlavorResourceAmounts = {}  # the FRs that have a borrowing limit
+        self.guaranteed: FlavorResourceAmounts = {}  # nominal (queue) or subtree quota (cohort)
 
     def __repr__(self) -> str:
         kind = "ClusterQueue" if self.is_cluster_queue else "Cohort"
         return f"<{kind} {self.name}>"
 
-    def local_quota(self, fr: FlavorResource) -> int:
+    def _local_quota(self, fr: FlavorResource) -> int:
         quota = self.quotas.get(fr)
         if quota is None or quota.lending_limit is None:
             return 0
         return max(0, self.subtree_quota.get(fr, 0) - quota.lending_limit)
 
+    def freeze(self) -> None:
+        """Cache what depends on quotas alone, once the subtree quota is final."""
+        self.local = {fr: local for fr in self.quotas if (local := self._local_quota(fr))}
+        self.borrowing_limits = {
+            fr: q.borrowing_limit for fr, q in self.quotas.items() if q.borrowing_limit is not None
+        }
+        if self.is_cluster_queue:
+            self.guaranteed = {fr: q.nominal for fr, q in self.quotas.items()}
+        else:
+            self.guaranteed = dict(self.subtree_quota)
+
+    def local_quota(self, fr: FlavorResource) -> int:
+        return self.local.get(fr, 0)
+
     def local_available(self, fr: FlavorResource) -> int:
-        return max(0, self.local_quota(fr) - self.usage.get(fr, 0))
+        local = self.local.get(fr, 0)
+        if not local:
+            return 0
+        used = self.usage.get(fr, 0)
+        return local - used if local > used else 0
 
     def nominal(self, fr: FlavorResource) -> int:
         quota = self.quotas.get(fr)
@@ -71,8 +97,7 @@ class QuotaNode:
     def borrowing_with(self, fr: FlavorResource, amount: int) -> bool:
         """Whether using ``amount`` more would exceed this node's guaranteed quota (Kueue's
         IsWithinNominalInResources)."""
-        limit = self.nominal(fr) if self.is_cluster_queue else self.subtree_quota.get(fr, 0)
-        return self.usage.get(fr, 0) + amount > limit
+        return self.usage.get(fr, 0) + amount > self.guaranteed.get(fr, 0)
 
     def within_nominal(self, frs: Iterable[FlavorResource]) -> bool:
         """Kueue's IsWithinNominalInResources: usage ≤ subtree quota in every FR."""
@@ -100,44 +125,59 @@ class QuotaNode:
 
 def available(node: QuotaNode, fr: FlavorResource) -> int:
     """Capacity still usable by ``node`` in ``fr``; may be negative after over-admission."""
-    if node.parent is None:
-        return node.subtree_quota.get(fr, 0) - node.usage.get(fr, 0)
-    parent_available = available(node.parent, fr)
-    quota = node.quotas.get(fr)
-    if quota is not None and quota.borrowing_limit is not None:
-        local = node.local_quota(fr)
+    parent = node.parent
+    used = node.usage.get(fr, 0)
+    if parent is None:
+        return node.subtree_quota.get(fr, 0) - used
+    parent_available = available(parent, fr)
+    local = node.local.get(fr, 0)
+    limit = node.borrowing_limits.get(fr)
+    if limit is not None:
         stored_in_parent = node.subtree_quota.get(fr, 0) - local
-        used_in_parent = max(0, node.usage.get(fr, 0) - local)
-        parent_available = min(stored_in_parent - used_in_parent + quota.borrowing_limit, parent_available)
-    return node.local_available(fr) + parent_available
+        used_in_parent = used - local if used > local else 0
+        parent_available = min(stored_in_parent - used_in_parent + limit, parent_available)
+    return (local - used if local > used else 0) + parent_available
 
 
 def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
     """The most ``node`` could ever use in ``fr`` if nothing else were running."""
     if node.parent is None:
         return node.subtree_quota.get(fr, 0)
-    result = node.local_quota(fr) + potential_available(node.parent, fr)
-    quota = node.quotas.get(fr)
-    if quota is not None and quota.borrowing_limit is not None:
-        result = min(node.subtree_quota.get(fr, 0) + quota.borrowing_limit, result)
+    result = node.local.get(fr, 0) + potential_available(node.parent, fr)
+    limit = node.borrowing_limits.get(fr)
+    if limit is not None:
+        result = min(node.subtree_quota.get(fr, 0) + limit, result)
     return result
 
 
 def add_usage(node: QuotaNode, fr: FlavorResource, amount: int) -> None:
     """Add usage, bubbling up what the node's local quota cannot hold."""
-    local_available = node.local_available(fr)
-    node.usage[fr] = node.usage.get(fr, 0) + amount
-    if node.parent is not None and amount > local_available:
-        add_usage(node.parent, fr, amount - local_available)
+    current: QuotaNode | None = node
+    while current is not None:
+        usage = current.usage
+        used = usage.get(fr, 0)
+        local = current.local.get(fr, 0)
+        local_available = local - used if local > used else 0
+        usage[fr] = used + amount
+        if amount <= local_available:
+            return
+        amount -= local_available
+        current = current.parent
 
 
 def remove_usage(node: QuotaNode, fr: FlavorResource, amount: int) -> None:
     """Remove usage, first from what the node stored in its parent."""
-    stored_in_parent = node.usage.get(fr, 0) - node.local_quota(fr)
-    node.usage[fr] = node.usage.get(fr, 0) - amount
-    if stored_in_parent <= 0 or node.parent is None:
-        return
-    remove_usage(node.parent, fr, min(amount, stored_in_parent))
+    current: QuotaNode | None = node
+    while current is not None:
+        usage = current.usage
+        used = usage.get(fr, 0)
+        stored_in_parent = used - current.local.get(fr, 0)
+        usage[fr] = used - amount
+        if stored_in_parent <= 0:
+            return
+        if stored_in_parent < amount:
+            amount = stored_in_parent
+        current = current.parent
 
 
 def quantities_fit_in_quota(
@@ -217,8 +257,11 @@ class QuotaTree:
                 _link(self._cohort(cq.cohort), node)
         for node in self.cluster_queues.values():
             node.subtree_quota = {fr: q.nominal for fr, q in node.quotas.items()}
+            node.freeze()
         for root in self.roots():
             _accumulate(root)
+        for node in self.cohorts.values():
+            node.freeze()
 
     def roots(self) -> list[QuotaNode]:
         return [c for name, c in sorted(self.cohorts.items()) if c.parent is None]
@@ -301,6 +344,7 @@ def _accumulate(cohort: QuotaNode) -> None:
     for child in cohort.children:
         if not child.is_cluster_queue:
             _accumulate(child)
+            child.freeze()
         for fr, quota in child.subtree_quota.items():
             cohort.subtree_quota[fr] = cohort.subtree_quota.get(fr, 0) + quota - child.local_quota(fr)
         for fr, used in child.usage.items():
