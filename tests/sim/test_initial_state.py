@@ -318,18 +318,6 @@ BAD = [
         id="a path that does not exist",
     ),
     pytest.param(
-        Setup([workload("w", queue="nope")]),
-        (
-            "workloads.yaml",
-            "Workload",
-            "w",
-            "spec.queueName",
-            "LocalQueue 'nope' not found in namespace 'team-a'",
-        ),
-        "queueName: nope",
-        id="a workload naming an unknown LocalQueue",
-    ),
-    pytest.param(
         Setup([workload("w", reserved=-10, cluster_queue="nope")]),
         (
             "workloads.yaml",
@@ -408,6 +396,17 @@ def test_bad_initial_states_are_errors_naming_file_object_and_field(
     assert errors[0].line == 1 + next(
         i for i, line in enumerate(path.read_text().splitlines()) if marker in line
     )
+
+
+def test_a_state_workload_naming_an_unknown_local_queue_loads_and_stays_pending(tmp_path: Path) -> None:
+    """One bad workload never stops simulate: it is warned about and waits, as Kueue leaves it."""
+    scenario = Setup([workload("w", queue="nope")]).write(tmp_path)
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["simulate", "-f", str(scenario), "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "LocalQueue 'nope' not found in namespace 'team-a'" in result.output
+    rows = {r.split(",")[1]: r for r in (out / "workloads.csv").read_text().splitlines()[1:]}
+    assert ",Inadmissible," in rows["w"] or ",Pending," in rows["w"], rows
 
 
 def test_simulate_refuses_a_bad_state_and_writes_nothing(tmp_path: Path) -> None:

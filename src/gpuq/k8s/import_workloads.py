@@ -133,7 +133,9 @@ def _check(
         diagnostics.append(obj.diagnostic(("status", "admission", "clusterQueue"), message, severity))
     if (obj.namespace or "default", model.spec.queue_name) not in local_queues:
         message = f"LocalQueue {model.spec.queue_name!r} is not in the dump (namespace {obj.namespace!r})"
-        severity = "warning" if state == "finished" else "error"
+        if state != "finished":
+            message += ": imported; it stays pending, as Kueue leaves it"
+        severity = "warning"
         diagnostics.append(obj.diagnostic(("spec", "queueName"), message, severity))
 
 

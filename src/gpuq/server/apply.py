@@ -174,7 +174,7 @@ def validate(
         for o in store.list_objects()
         if (o.kind, o.namespace, o.name) not in replaced
     ]
-    result = load_texts([*texts, (REQUEST, text)])
+    result = load_texts([*texts, (REQUEST, text)], strict=True)  # as gpuq validate: see docs/serve.md
     errors = list(result.errors)
     if not errors:
         errors += [

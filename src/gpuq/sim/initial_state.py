@@ -140,7 +140,8 @@ def state_manifests(result: LoadResult, source: StateSource) -> list[Manifest]:
 
 
 def check(manifest: Manifest, config: ClusterConfig, at_s: float) -> Iterator[Diagnostic]:
-    """What makes one state workload impossible to start from (errors), in field order."""
+    """What makes one state workload impossible to start from (errors), in field order; a pending
+    workload no queue routes is a warning: it loads and stays pending, as Kueue leaves it."""
     model: kueue.Workload = manifest.model
     created = model.metadata.creation_timestamp
     if created is not None and created > at_s:
@@ -149,8 +150,8 @@ def check(manifest: Manifest, config: ClusterConfig, at_s: float) -> Iterator[Di
     admission = model.status.admission
     if admission is None:
         if not model.spec.queue_name:
-            message = "pending without a LocalQueue (kueue.x-k8s.io/queue-name): it could never be admitted"
-            yield manifest.diagnostic(("spec", "queueName"), message)
+            message = "pending without a LocalQueue (kueue.x-k8s.io/queue-name): it stays pending"
+            yield dataclasses.replace(manifest.diagnostic(("spec", "queueName"), message), severity="warning")
         return
     queue = config.cluster_queues.get(admission.cluster_queue)
     if queue is None:
