@@ -311,3 +311,20 @@ def test_a_killed_pod_process_is_restarted(plane) -> None:  # type: ignore[no-un
     assert pod.attempt == 1 and pod.exit_code == 0
     events = [e.reason for e in store.events(kind="Workload", namespace="team-a", name="victim")]
     assert events == ["BackOff"]
+
+
+def test_a_job_without_a_queue_label_runs_in_the_namespace_default_local_queue(plane) -> None:  # type: ignore[no-untyped-def]
+    """Kueue's LocalQueueDefaulting: an unlabelled Job in a namespace with a LocalQueue `default`."""
+    store, loop, _ = plane
+    store.apply_object(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": "default", "namespace": "team-a"},
+            "spec": {"clusterQueue": "shared"},
+        }
+    )
+    doc = job("plain", "team-a", "pass")
+    del doc["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+    store.add_workload("team-a", "plain", "", "Job", doc, 0, time.time())
+    run_until(loop, lambda: state(store, "team-a", "plain") == "Succeeded")

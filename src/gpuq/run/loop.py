@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuq.api import convert, kueue
 from gpuq.api.loader import load_objects
+from gpuq.api.queue_defaulting import QueueDefaults, apply_default_local_queue
 from gpuq.api.source_fields import SourceError
 from gpuq.api.sources import to_workload
 from gpuq.core.admission import Scheduler
@@ -136,6 +137,7 @@ class ControlLoop:
         self.life: Lifecycle | None = None
         self.config: ClusterConfig | None = None
         self.priorities: convert.PriorityTable | None = None
+        self.queue_defaults = QueueDefaults()
         self.config_problem = ""
         self._config_signature: tuple[tuple[str, str, str, int], ...] | None = None
         self._recovered = False
@@ -211,6 +213,7 @@ class ControlLoop:
         self.config_problem = ""
         self.config = result.config
         self.priorities = convert.PriorityTable.from_models([m.model for m in result.manifests])
+        self.queue_defaults = QueueDefaults.from_models(m.model for m in result.manifests)
         placer = Placer(
             self.nodes, policy=self.policy, flavors=self.config.flavors, topologies=self.config.topologies
         )
@@ -305,7 +308,8 @@ class ControlLoop:
 
     def _convert(self, record: WorkloadRecord) -> tuple[Workload, JobRun]:
         assert self.priorities is not None
-        document = to_workload(dict(record.manifest))
+        # Kueue's LocalQueueDefaulting, as its webhook applies it: no queue label, a LocalQueue `default`
+        document = to_workload(apply_default_local_queue(record.manifest, self.queue_defaults))
         model = kueue.Workload.model_validate(document)
         workload = convert.workload(model, self.priorities)
         workload = dataclasses.replace(
