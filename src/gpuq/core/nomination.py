@@ -69,10 +69,10 @@ class Entry:
     requeue: RequeueReason = RequeueReason.NO_FIT
     clear_scan: bool = False  # skipped, overlapping and preempting entries retry every flavor
     topology_blocked: bool = False  # the quota fit but the nodes did not
+    key: str = field(init=False, default="")
 
-    @property
-    def key(self) -> str:
-        return self.workload.key
+    def __post_init__(self) -> None:
+        self.key = self.workload.key
 
 
 def nominate(
@@ -101,7 +101,45 @@ def nominate(
         entry.inadmissible = f"waiting for requeue backoff until {workload.requeue_at:.0f}"
         entry.requeue = RequeueReason.INACTIVE
         return
-    _initial_assignment(state, entry, resume, topology)
+    if topology is None and not state.config.scheduler.fair_sharing.enable:
+        _reused_or_initial_assignment(state, entry, resume)
+    else:
+        _initial_assignment(state, entry, resume, topology)
+
+
+def _reused_or_initial_assignment(state: ClusterState, entry: Entry, resume: ScanProgress | None) -> None:
+    """:func:`_initial_assignment`, or the very same outcome as the head's previous nomination
+    when nothing it reads has changed since: the same workload object in the same ClusterQueue,
+    resuming its flavor scan at the same place, and no workload admitted or released anywhere in
+    its cohort tree (the root's ``version``). Assignment and targets read only that tree (quota,
+    usage, the workloads holding quota there and their order), so they would come out equal; a
+    StrictFIFO head, or one whose scan resumes, is tried again every cycle while its cohort is
+    quiet. (Not with nodes, whose placement is global, nor with fair sharing.)"""
+    root = state.node(entry.cluster_queue).root()
+    scan = None if resume is None else tuple(tuple(tried.items()) for tried in resume)
+    previous = state.nominations.get(entry.key)
+    if (
+        previous is not None
+        and previous[0] is entry.workload
+        and previous[1] == entry.cluster_queue
+        and previous[2] is root
+        and previous[3] == root.version
+        and previous[4] == scan
+    ):
+        assignment, targets = previous[5], previous[6]
+        assert isinstance(assignment, Assignment) and isinstance(targets, tuple)
+        entry.assignment, entry.targets = assignment, list(targets)
+        return
+    _initial_assignment(state, entry, resume, None)
+    state.nominations[entry.key] = (
+        entry.workload,
+        entry.cluster_queue,
+        root,
+        root.version,
+        scan,
+        entry.assignment,
+        tuple(entry.targets),
+    )
 
 
 def _initial_assignment(

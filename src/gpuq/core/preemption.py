@@ -143,16 +143,25 @@ def _classify(
 
 
 def _from_queue(
-    state: ClusterState, preemptor: Preemptor, queue: str, lca: QuotaNode | None, advantage: bool
+    state: ClusterState,
+    preemptor: Preemptor,
+    queue: str,
+    lca: QuotaNode | None,
+    advantage: bool,
+    dead: Set[str] = frozenset(),
 ) -> Iterator[Candidate]:
     """A queue's candidates in CandidatesOrdering's order, lazily: the queue's workloads are kept sorted by
-    (priority, newest reservation, uid), so a priority-bounded policy stops early."""
+    (priority, newest reservation, uid), so a priority-bounded policy stops early.
+
+    Each one is classified as :func:`_classify` does, with what is the same for the whole queue
+    worked out once (every listed workload uses a needed FR: the lists are per FR). The stream
+    ends as soon as ``queue`` is in ``dead`` (the greedy pass found it within nominal quota).
+    """
     cq = state.cluster_queue(preemptor.cluster_queue)
-    policy = (
-        cq.preemption.within_cluster_queue
-        if queue == preemptor.cluster_queue
-        else (cq.preemption.reclaim_within_cohort)
-    )
+    same = queue == preemptor.cluster_queue
+    policy = cq.preemption.within_cluster_queue if same else cq.preemption.reclaim_within_cohort
+    if policy not in _POLICIES_THAT_PREEMPT:
+        return
     limit = preemptor.workload.priority
     admitted = state.admitted
     frs = preemptor.frs_need_preemption
@@ -161,15 +170,42 @@ def _from_queue(
     else:  # workloads using several needed FRs appear once per FR: drop the repeats
         merged = heapq.merge(*(state.ordered(queue, fr) for fr in sorted(frs)))
         entries = (e for e, _ in itertools.groupby(merged))
+    fixed: Variant | None = None
+    threshold: int | None = None
+    if same:
+        fixed = Variant.WITHIN_CQ
+    elif advantage:
+        fixed = Variant.HIERARCHICAL_RECLAIM
+    else:
+        bwc = cq.preemption.borrow_within_cohort
+        if bwc is None or bwc.policy == PreemptionPolicy.NEVER:
+            fixed = Variant.RECLAIM_WITHOUT_BORROWING
+        else:
+            threshold = bwc.max_priority_threshold
+    lower = policy == PreemptionPolicy.LOWER_PRIORITY
+    lower_or_newer = policy == PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+    created = preemptor.workload.creation_time
     for priority, _, _, key in entries:
-        if policy == PreemptionPolicy.LOWER_PRIORITY and priority >= limit:
+        if lower and priority >= limit:
             return
-        if policy == PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY and priority > limit:
+        if lower_or_newer and priority > limit:
+            return
+        if queue in dead:
             return
         victim = admitted[key]
-        variant = _classify(preemptor, cq, victim, advantage)
-        if variant is not Variant.NEVER:
-            yield Candidate(victim, variant, lca)
+        if lower_or_newer and priority == limit and not created < victim.workload.creation_time:
+            continue
+        if fixed is not None:
+            yield Candidate(victim, fixed, lca)
+        elif priority >= limit or (threshold is not None and priority > threshold):
+            yield Candidate(victim, Variant.RECLAIM_WITHOUT_BORROWING, lca)
+        else:
+            yield Candidate(victim, Variant.RECLAIM_WHILE_BORROWING, lca)
+
+
+_POLICIES_THAT_PREEMPT = frozenset(
+    {PreemptionPolicy.ANY, PreemptionPolicy.LOWER_PRIORITY, PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY}
+)
 
 
 def _sources_in_subtree(
@@ -199,14 +235,17 @@ class CandidateSources:
     hierarchy: tuple[tuple[str, QuotaNode], ...]  # (queue, subtree root) with the hierarchical advantage
     by_priority: tuple[tuple[str, QuotaNode], ...]
 
-    def _merged(self, sources: tuple[tuple[str, QuotaNode], ...], advantage: bool) -> Iterator[Candidate]:
-        streams = [_from_queue(self.state, self.preemptor, q, lca, advantage) for q, lca in sources]
+    def _merged(
+        self, sources: tuple[tuple[str, QuotaNode], ...], advantage: bool, dead: Set[str]
+    ) -> Iterator[Candidate]:
+        streams = [_from_queue(self.state, self.preemptor, q, lca, advantage, dead) for q, lca in sources]
         return heapq.merge(*streams, key=lambda c: _order(c.victim))
 
-    def ordered(self) -> Iterator[Candidate]:
-        """Hierarchical reclaim, then priority (other queues), then own-queue candidates."""
-        yield from self._merged(self.hierarchy, True)
-        yield from self._merged(self.by_priority, False)
+    def ordered(self, dead: Set[str] = frozenset()) -> Iterator[Candidate]:
+        """Hierarchical reclaim, then priority (other queues), then own-queue candidates; the
+        queues named in ``dead`` (which may grow meanwhile) give no more candidates."""
+        yield from self._merged(self.hierarchy, True, dead)
+        yield from self._merged(self.by_priority, False, dead)
         if self.same:
             yield from _from_queue(self.state, self.preemptor, self.preemptor.cluster_queue, None, False)
 
@@ -219,7 +258,8 @@ class CandidateSources:
 
 
 def _order(victim: AdmittedWorkload) -> tuple[int, float, str]:
-    return (victim.priority, -victim.quota_reserved_time, victim.workload.uid or victim.key)
+    order = victim.order
+    return (order[0], order[1], order[2])
 
 
 def candidate_sources(state: ClusterState, preemptor: Preemptor) -> CandidateSources:
@@ -249,6 +289,12 @@ def _valid(state: ClusterState, preemptor: Preemptor, candidate: Candidate, allo
         return True
     if allow_borrowing and candidate.variant is Variant.RECLAIM_WITHOUT_BORROWING:
         return False
+    return _still_borrowing(state, preemptor, candidate)
+
+
+def _still_borrowing(state: ClusterState, preemptor: Preemptor, candidate: Candidate) -> bool:
+    """Whether the candidate's queue, and its path up to where it was found, still borrow in a
+    needed FR. Once False it stays False while the greedy pass only removes usage."""
     node = state.node(candidate.victim.cluster_queue)
     if node.within_nominal(preemptor.frs_need_preemption):
         return False
@@ -272,21 +318,33 @@ def workload_fits(state: ClusterState, preemptor: Preemptor, allow_borrowing: bo
 
 
 def _greedy(
-    state: ClusterState, preemptor: Preemptor, candidates: Iterable[Candidate], allow_borrowing: bool
+    state: ClusterState,
+    preemptor: Preemptor,
+    candidates: Iterable[Candidate],
+    allow_borrowing: bool,
+    dead: set[str] | None = None,
 ) -> list[Target]:
     """The greedy pass and fillBackWorkloads: remove candidates until the preemptor fits, then
     put back what is not needed.
 
     The fill-back walks the targets in reverse, never re-adding the last one;
     a target whose return still lets the preemptor fit stays admitted. The
-    state is restored before returning.
+    state is restored before returning. Queues found no longer borrowing go into ``dead``
+    (which ``candidates`` may read to skip the rest of them: none of them would be valid).
     """
+    if dead is None:
+        dead = set()
     removed: list[Target] = []
+    own = preemptor.cluster_queue
     try:
         for candidate in candidates:
-            if not _valid(state, preemptor, candidate, allow_borrowing):
-                continue
             victim = candidate.victim
+            if victim.cluster_queue != own:  # _valid, remembering the queues that stopped borrowing
+                if allow_borrowing and candidate.variant is Variant.RECLAIM_WITHOUT_BORROWING:
+                    continue
+                if not _still_borrowing(state, preemptor, candidate):
+                    dead.add(victim.cluster_queue)
+                    continue
             state.tree.remove(victim.cluster_queue, victim.usage)
             removed.append(Target(victim, candidate.variant.reason))
             if workload_fits(state, preemptor, allow_borrowing) and placement_fits(preemptor, removed):
@@ -342,7 +400,8 @@ def classical_targets(state: ClusterState, preemptor: Preemptor) -> list[Target]
     if not from_others and not (sources.same and next(sources.ordered(), None) is not None):
         return []
     for allow_borrowing in attempts(state, preemptor, from_others, hierarchical):
-        targets = _greedy(state, preemptor, sources.ordered(), allow_borrowing)
+        dead: set[str] = set()
+        targets = _greedy(state, preemptor, sources.ordered(dead), allow_borrowing, dead)
         if targets:
             return targets
     return []

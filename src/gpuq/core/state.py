@@ -28,13 +28,16 @@ class AdmittedWorkload:
     usage: Mapping[FlavorResource, int]
     quota_reserved_time: float
     frs: frozenset[FlavorResource] = field(default=frozenset(), compare=False)
+    key: str = field(init=False, compare=False, repr=False)
+    order: OrderEntry = field(init=False, compare=False, repr=False)
+    """Where it sorts among preemption candidates (:func:`_order_entry`), worked out once."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "frs", frozenset(fr for fr, amount in self.usage.items() if amount))
-
-    @property
-    def key(self) -> str:
-        return self.workload.key
+        key = self.workload.key
+        object.__setattr__(self, "key", key)
+        order = (self.workload.priority, -self.quota_reserved_time, self.workload.uid or key, key)
+        object.__setattr__(self, "order", order)
 
     @property
     def priority(self) -> int:
@@ -71,6 +74,9 @@ class ClusterState:
         }
         """Per queue and (flavor, resource), how many admitted workloads use each amount."""
         self._ordered: dict[tuple[str, FlavorResource], list[OrderEntry]] = {}
+        self.nominations: dict[str, tuple[object, ...]] = {}
+        """The latest nomination of each head, for :func:`gpuq.core.nomination.nominate` to reuse
+        while nothing in its cohort tree changed (the root's ``version``)."""
 
     def _index(self, workload: AdmittedWorkload, sign: int) -> None:
         per_fr = self.usage_by_priority.setdefault(workload.cluster_queue, {})
@@ -91,6 +97,7 @@ class ClusterState:
 
     def _hide(self, workload: AdmittedWorkload) -> None:
         self.tree.remove(workload.cluster_queue, workload.usage)
+        self.tree.cluster_queues[workload.cluster_queue].root().version += 1
         del self.admitted[workload.key]
         del self.by_queue[workload.cluster_queue][workload.key]
         self._index(workload, -1)
@@ -100,6 +107,7 @@ class ClusterState:
             del entries[bisect.bisect_left(entries, entry)]
 
     def _show(self, workload: AdmittedWorkload) -> None:
+        self.tree.cluster_queues[workload.cluster_queue].root().version += 1
         self.admitted[workload.key] = workload
         self.by_queue.setdefault(workload.cluster_queue, {})[workload.key] = workload
         self.tree.add(workload.cluster_queue, workload.usage)
@@ -170,12 +178,7 @@ class ClusterState:
 
 
 def _order_entry(workload: AdmittedWorkload) -> OrderEntry:
-    return (
-        workload.priority,
-        -workload.quota_reserved_time,
-        workload.workload.uid or workload.key,
-        workload.key,
-    )
+    return workload.order
 
 
 def _bump(counter: dict[int, int], key: int, delta: int) -> None:
