@@ -22,6 +22,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -31,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from gpuq.run.executors import ExecutorError, LocalExecutor, PodExit, PodLaunch
+from gpuq.run.pods import kill_leftover
 from gpuq.run.proctrack import CgroupTracker
 from gpuq.run.sandbox import Isolation, configure
 
@@ -243,8 +245,6 @@ def test_the_environment_is_the_pods_own_and_nothing_of_the_servers(world: World
     exit_, log = world.run(pod)
     assert exit_.exit_code == 0, log
     env = dict(line.split("=", 1) for line in log.splitlines())
-    if world.mode == "bwrap":  # bwrap sets PWD to the working directory it changed to
-        assert env.pop("PWD") == str(world.work / "pods" / "team-a" / "env_worker-0")
     assert set(env) == {
         "PATH",
         "HOME",
@@ -260,6 +260,22 @@ def test_the_environment_is_the_pods_own_and_nothing_of_the_servers(world: World
     assert env["HOME"] == str(world.work / "pods" / "team-a" / "env_worker-0")
     assert env["HOME"] != str(Path.home())
     assert env["PATH"] == "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def test_the_pods_variables_never_reach_a_process_running_as_root(world: World) -> None:
+    """``LD_PRELOAD`` of a library that is not there: the dynamic loader of every process started with it
+    says so, once each. Only the pod's command (after the user switch) may, not the root wrappers."""
+    pod = world.launch(
+        "team-a/preload/worker-0", ["/usr/bin/id", "-u"], {"LD_PRELOAD": "/no/such/gpuq-lib.so"}
+    )
+    exit_, log = world.run(pod)
+    assert exit_.exit_code == 0, log
+    loaded = [line for line in log.splitlines() if "gpuq-lib.so" in line]
+    if world.mode == "none":
+        assert loaded  # everything runs as the server there anyway
+    else:
+        assert len(loaded) == 1, log  # id's own, as the team's user
+        assert log.splitlines()[-1] == str(UID_A)
 
 
 @NEEDS_ROOT
@@ -372,11 +388,12 @@ def setsid_root() -> Iterator[Path]:
 
 def _escaping_pod(world: World, key: str, marker: str, *, leader_waits: bool) -> PodLaunch:
     """A pod whose grandchild leaves its session (``setsid``) and ignores SIGTERM. Only the grandchild's
-    command line holds ``marker`` (its sleep's duration, from the environment), not the pod's own."""
-    grandchild = "trap '' TERM; exec sleep \\$MARK"
+    command line holds ``marker`` (its sleep's duration, put together from two variables)."""
+    whole, fraction = marker.split(".")
+    grandchild = "trap '' TERM; exec sleep \\$WHOLE.\\$FRACTION"
     tail = "echo ready; sleep 30" if leader_waits else "echo ready"
     script = f'setsid /bin/sh -c "{grandchild}" & sleep 0.3; {tail}'
-    return world.launch(key, ["/bin/sh", "-c", script], {"MARK": marker})
+    return world.launch(key, ["/bin/sh", "-c", script], {"WHOLE": whole, "FRACTION": fraction})
 
 
 @pytest.mark.parametrize("tracking", TRACKERS)
@@ -432,6 +449,67 @@ def test_close_kills_setsid_descendants_too(setsid_root: Path, mode: str, tracki
     finally:
         for pid in marked_processes(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+CRASHING_SERVER = """
+import os, sys, time
+from pathlib import Path
+from gpuq.run.executors import LocalExecutor
+from run.test_isolation import World, _escaping_pod, make_isolation
+root, mode, tracking, marker = Path(sys.argv[1]), sys.argv[2], sys.argv[3], os.environ["MARKER"]
+isolation = make_isolation(mode, root)
+executor = LocalExecutor(root / "work", isolation=isolation, tracking=tracking)
+world = World(mode, root, executor, isolation)
+pid = executor.start(_escaping_pod(world, "team-a/left/worker-0", marker, leader_waits=True))
+print(pid, flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize(
+    ("mode", "tracking"),
+    [
+        pytest.param(
+            "bwrap", "cgroup", marks=[NEEDS_ROOT, NEEDS_BWRAP, TRACKERS[0].marks[0]], id="bwrap-cgroup"
+        ),
+        pytest.param("bwrap", "tree", marks=[NEEDS_ROOT, NEEDS_BWRAP], id="bwrap-tree"),
+        pytest.param("user", "cgroup", marks=[NEEDS_ROOT, TRACKERS[0].marks[0]], id="user-cgroup"),
+        pytest.param("none", "cgroup", marks=[TRACKERS[0].marks[0]], id="none-cgroup"),
+    ],
+)
+def test_a_killed_servers_pods_die_whole_at_recovery(setsid_root: Path, mode: str, tracking: str) -> None:
+    """The server is SIGKILLed; its pod, setsid'd grandchild included, runs on until the next leader
+    recovers: the loop kills the pod's process group (``kill_leftover``) and a new executor of the same
+    workdir kills the dead executor's cgroups."""
+    marker = f"4646.{secrets.randbelow(10**6):06d}"
+    tests = Path(__file__).resolve().parents[1]
+    server = subprocess.Popen(  # the marker in its environment: only the grandchild's command line has it
+        [sys.executable, "-c", CRASHING_SERVER, str(setsid_root), mode, tracking],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), *sys.path]), "MARKER": marker},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    pid = 0
+    try:
+        assert server.stdout is not None
+        pid = int(server.stdout.readline())
+        wait_for_marker(marker)
+        server.kill()
+        server.wait()
+        assert marked_processes(marker), "the pod outlives the killed server until recovery"
+        kill_leftover(pid)
+        LocalExecutor(setsid_root / "work", isolation=make_isolation(mode, setsid_root), tracking=tracking)
+        deadline = time.monotonic() + 5
+        while marked_processes(marker) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert marked_processes(marker) == []
+    finally:
+        server.kill()
+        server.wait()
+        kill_leftover(pid)
+        LocalExecutor(setsid_root / "work", tracking=tracking)  # removes the dead executor's cgroups
+        for leftover in marked_processes(marker):
+            os.kill(leftover, signal.SIGKILL)
 
 
 def test_the_reaper_reports_the_commands_own_status(tmp_path: Path) -> None:

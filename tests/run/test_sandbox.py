@@ -16,6 +16,9 @@ import pytest
 
 from gpuq.run.proctrack import cgroup2_mount, own_cgroup
 from gpuq.run.sandbox import (
+    ENV_LOADER,
+    ENV_TOOL,
+    WRAPPER_ENV,
     IsolationError,
     PodUser,
     Users,
@@ -23,6 +26,7 @@ from gpuq.run.sandbox import (
     bwrap_argv,
     configure,
     create_system_user,
+    environment_script,
     lookup_user,
     parse_user_mapping,
     setpriv_argv,
@@ -136,6 +140,35 @@ def test_setpriv_drops_every_privilege() -> None:
     assert "--init-groups" in setpriv_argv("setpriv", PodUser(1500, 1600, "alice"))
 
 
+def test_the_environment_loader_sets_exactly_the_pods_variables_and_runs_none_of_their_values(
+    tmp_path: Path,
+) -> None:
+    """What an isolated pod's shell does with its stdin, with values a naive quoting would run."""
+    canary = tmp_path / "ran"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "QUOTE": "it's",
+        "SUBSTITUTION": f"$(touch {canary})",
+        "BACKTICKS": f"`touch {canary}`",
+        "NEWLINE": "a\nb",
+        "EMPTY": "",
+        "SPACES": "  two  spaces  ",
+        "odd.name-1": "kept too",
+    }
+    script, odd = environment_script(env)
+    assert odd == ["odd.name-1=kept too"]
+    loaded = subprocess.run(
+        ["/bin/sh", "-c", ENV_LOADER, "sh", ENV_TOOL, "--", *odd, "/usr/bin/env", "-0"],
+        input=script.encode(),
+        env=WRAPPER_ENV,
+        capture_output=True,
+        check=True,
+    )
+    seen = dict(item.split("=", 1) for item in loaded.stdout.decode().split("\0") if item)
+    assert seen == env
+    assert not canary.exists()
+
+
 # -- the view --------------------------------------------------------------------------------------------
 
 
@@ -191,9 +224,9 @@ def test_hidden_before_shown_and_the_way_to_a_shown_directory_is_passable(layout
         devices=[Path("/dev/nvidia0")],
         traversable=lambda d: d != layout["closed"],
     )
-    assert argv[:4] == ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc"]
+    assert argv[:3] == ["bwrap", "--unshare-pid", "--unshare-ipc"]
     assert argv[-3:] == ["--chdir", str(layout["pod"]), "--"]
-    assert " ".join(argv[4:11]) == "--ro-bind / / --dev /dev --proc /proc"
+    assert " ".join(argv[3:10]) == "--ro-bind / / --dev /dev --proc /proc"
     assert argv[argv.index("--dev-bind") : argv.index("--dev-bind") + 3] == [
         "--dev-bind",
         "/dev/nvidia0",

@@ -31,6 +31,7 @@ import logging
 import os
 import pwd
 import re
+import shlex
 import shutil
 import subprocess
 import threading
@@ -48,6 +49,11 @@ _NAME_MAX = 32  # useradd's limit on a user name
 _NAME_OK = re.compile(r"[a-z_][a-z0-9_-]*")
 POD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """An isolated pod's PATH unless its spec sets one: the server's own may name its home."""
+WRAPPER_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+"""The whole environment of the processes that wrap an isolated pod as root (bwrap, setpriv)."""
+ENV_TOOL = "/usr/bin/env"
+ENV_LOADER = 'eval "$(cat)" && exec </dev/null && exec "$@"'
+"""Run as the pod's user: its environment from stdin, then stdin closed to /dev/null, then the command."""
 
 # Directories a state directory may not be hidden over: the pod would lose the system.
 _SYSTEM_DIRS = frozenset(
@@ -294,7 +300,10 @@ def bwrap_argv(
     reachable. Mounts are applied shallowest first, so a hidden directory below a shown
     one stays hidden and a shown directory below a hidden one is shown.
     """
-    args = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc"]
+    # No --die-with-parent: a pod outlives a killed server until the next leader kills it (docs/serve.md,
+    # "Leader election and the loop"); the PID namespace's init is in the pod's process group, so
+    # killing the group ends it all.
+    args = [bwrap, "--unshare-pid", "--unshare-ipc"]
     args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     args += ["--perms", "1777", "--tmpfs", "/dev/shm"]
     for device in devices:
@@ -387,10 +396,27 @@ class Isolation:
         return f"{sandbox}, {users}"
 
     def wrap(
-        self, argv: Sequence[str], *, user: PodUser | None, cwd: Path, writable: Sequence[Path]
-    ) -> list[str]:
-        """``argv`` behind the user switch and the sandbox (the switch runs inside the sandbox)."""
-        command = list(argv)
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        user: PodUser | None,
+        cwd: Path,
+        writable: Sequence[Path],
+    ) -> Wrapped:
+        """``argv`` behind the sandbox and the user switch (which runs inside it).
+
+        The wrappers run as root: they start with :data:`WRAPPER_ENV` only, and the pod's
+        environment reaches its command through its stdin, read by a shell after the switch
+        (:func:`environment_script`); so a variable of the pod (``LD_PRELOAD``,
+        ``LD_LIBRARY_PATH``...) never reaches a process running as root, and no command line
+        others can read holds its values. The pod's stdin is ``/dev/null`` again after that.
+        """
+        if user is None and self.bwrap is None:
+            return Wrapped(list(argv), dict(env), None)
+        script, odd = environment_script(env)
+        loader = ["/bin/sh", "-c", ENV_LOADER, "sh"]
+        command = [*loader, *([ENV_TOOL, "--", *odd] if odd else []), *argv]
         if user is not None:
             if self.setpriv is None:
                 raise IsolationError("setpriv is needed to run a pod as its namespace's user")
@@ -407,7 +433,33 @@ class Isolation:
                 traversable=lambda d: may_traverse(d, uid, ids),
             )
             command = prefix + command
-        return command
+        return Wrapped(command, dict(WRAPPER_ENV), script.encode())
+
+
+@dataclass(frozen=True)
+class Wrapped:
+    """An isolated pod's start: the command line, its environment, what its stdin holds (None:
+    ``/dev/null``)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    stdin: bytes | None
+
+
+_SH_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def environment_script(env: Mapping[str, str]) -> tuple[str, list[str]]:
+    """``env`` as POSIX sh code that exports exactly it, and the ``NAME=VALUE`` items sh cannot name
+    (Kubernetes allows ``.`` and ``-`` in names; those go to ``env`` on the command line)."""
+    lines = ["unset PWD"]  # sh sets it: only the pod's own variables remain
+    odd = []
+    for name, value in env.items():
+        if _SH_NAME.fullmatch(name):
+            lines.append(f"export {name}={shlex.quote(value)}")
+        else:
+            odd.append(f"{name}={value}")
+    return "\n".join(lines) + "\n", odd
 
 
 def configure(

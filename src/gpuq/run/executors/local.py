@@ -393,19 +393,23 @@ class LocalExecutor:
         header = f"--- {self._stamp()} start {pod.key}: {shlex.join(argv)}"
         header += f" (image {pod.image})" if pod.image else ""
         header += f" as {user.describe()}" if user is not None else ""
-        command = list(argv)
+        command, start_env, stdin_data = list(argv), env, None
         options: dict[str, Any] = {}
         isolation = self._isolation
         if isolation is not None:
-            command = isolation.wrap(command, user=user, cwd=cwd, writable=writable)
+            try:
+                wrapped = isolation.wrap(command, env=env, user=user, cwd=cwd, writable=writable)
+            except IsolationError as error:
+                raise ExecutorError(f"{pod.key}: {error}") from error
+            command, start_env, stdin_data = wrapped.argv, wrapped.env, wrapped.stdin
             options["umask"] = _POD_UMASK
         prefix = self._tracker.prepare(pod.key)
+        sandboxed = isolation is not None and isolation.bwrap is not None
         # The leader is bwrap's monitor or the reaper, not the command, except for a cgroup without bwrap.
-        monitor = (
-            bool(isolation is not None and isolation.bwrap is not None) or self._tracker.name != "cgroup"
-        )
+        monitor = sandboxed or self._tracker.name != "cgroup"
         try:
             log = _open_log(log_path)
+            stdin = _memory_file(stdin_data) if stdin_data is not None else subprocess.DEVNULL
         except OSError as error:
             self._tracker.release(pod.key)
             raise ExecutorError(f"{pod.key}: cannot open log {log_path}: {error}") from error
@@ -415,9 +419,9 @@ class LocalExecutor:
             try:
                 process = subprocess.Popen(
                     [*prefix, *command],
-                    env=env,
+                    env=start_env,
                     cwd=cwd,
-                    stdin=subprocess.DEVNULL,
+                    stdin=stdin,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
@@ -426,6 +430,9 @@ class LocalExecutor:
             except OSError as error:
                 self._tracker.release(pod.key)
                 raise ExecutorError(f"{pod.key}: cannot start {argv[0]!r}: {error}") from error
+            finally:
+                if stdin != subprocess.DEVNULL:
+                    os.close(stdin)
         self._tracker.started(pod.key, process.pid)
         return process, monitor
 
@@ -456,6 +463,19 @@ def _safe(name: str) -> str:
 
 def _within(path: Path, directory: Path) -> bool:
     return path == directory or directory in path.parents
+
+
+def _memory_file(data: bytes) -> int:
+    """A descriptor of a memory file holding ``data``, read from the start (an isolated pod's first stdin:
+    its environment, for the loader of :meth:`~gpuq.run.sandbox.Isolation.wrap`)."""
+    descriptor = os.memfd_create("gpuq-pod-environment", 0)
+    try:
+        os.write(descriptor, data)
+        os.lseek(descriptor, 0, os.SEEK_SET)
+    except OSError:
+        os.close(descriptor)
+        raise
+    return descriptor
 
 
 def _open_log(path: Path) -> Any:
