@@ -25,13 +25,10 @@ from gpuq.server.kinds import API_PREFIX
 from server.conftest import CONFIG, dump
 from server.test_serve import Serve, wait_for
 
-pytestmark = [
-    pytest.mark.skipif(os.geteuid() != 0, reason="a user per team needs gpuq serve to run as root"),
-    pytest.mark.skipif(
-        shutil.which("bwrap") is None,
-        reason="bubblewrap (bwrap) is not installed: apt-get install bubblewrap",
-    ),
-]
+NEEDS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="a user per team needs gpuq serve to run as root")
+NEEDS_BWRAP = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
+)
 
 ATTACK = r"""
 echo "UID $(id -u)"
@@ -87,6 +84,8 @@ def marked(marker: str) -> list[int]:
     return found
 
 
+@NEEDS_ROOT
+@NEEDS_BWRAP
 def test_a_job_cannot_read_the_servers_state_nor_another_teams_logs(serve: Serve, tmp_path: Path) -> None:
     serve.env["GPUQ_SERVER_ONLY_SECRET"] = "server-env-" + secrets.token_hex(4)
     serve.start()
@@ -162,7 +161,16 @@ def test_a_job_cannot_read_the_servers_state_nor_another_teams_logs(serve: Serve
     code, output = serve.stop()
     assert code == 0, output
     assert "pods isolated by bwrap (private filesystem view, PID namespace), users gpuq-<namespace>" in output
+    assert "each pod's processes held by " in output
     assert "WARNING: pod isolation" not in output
+
+
+def test_running_pods_unisolated_is_announced_loudly(serve: Serve) -> None:
+    serve.start("--sandbox", "none")
+    code, output = serve.stop()
+    assert code == 0, output
+    assert "WARNING: pod isolation: --sandbox none: pods run as the server's user" in output
+    assert "the admin token" in output
 
 
 def test_serve_refuses_a_pod_path_that_would_show_its_state(serve: Serve, tmp_path: Path) -> None:

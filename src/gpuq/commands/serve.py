@@ -267,7 +267,14 @@ def serve(
         markup=False,
     )
     if isolation is not None:
-        err.print(f"gpuq serve: pods isolated by {isolation.describe()}", highlight=False, markup=False)
+        from gpuq.run.proctrack import tracking_for
+
+        tracked = tracking_for(workdir, sandboxed=isolation.bwrap is not None)
+        err.print(
+            f"gpuq serve: pods isolated by {isolation.describe()}; each pod's processes held by {tracked}",
+            highlight=False,
+            markup=False,
+        )
         for warning in isolation.warnings:  # logged once, and shown where the operator looks
             logging.getLogger("gpuq.serve").warning("pod isolation: %s", warning)
             err.print(f"WARNING: pod isolation: {warning}", style="bold red", highlight=False, markup=False)

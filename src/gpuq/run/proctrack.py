@@ -81,6 +81,14 @@ def make_tracker(workdir: Path, *, reaper: bool, prefer: str = "auto") -> Tracke
     return TreeTracker(reaper=reaper)
 
 
+def tracking_for(workdir: Path, *, sandboxed: bool) -> str:
+    """How :func:`make_tracker` would hold a pod's processes here, in words (for ``gpuq serve``'s start)."""
+    mount = cgroup2_mount()
+    if mount is not None and _joinable(mount / own_cgroup().lstrip("/")):
+        return "a cgroup v2 group per pod"
+    return "its process tree (bwrap's PID namespace)" if sandboxed else "its process tree (a reaper leader)"
+
+
 # -- cgroups ---------------------------------------------------------------------------------------------
 
 
