@@ -1,0 +1,395 @@
+"""The workload lifecycle, once, table-driven: events in, the effects out compared whole.
+
+Each case is a configuration, a list of steps (an event or a ``settle`` at a time) and the
+effects expected, reduced to tuples that name the effect, its workload and what matters of it.
+The simulator and the live loop each have a thin test of their own; the rules are tested here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from builders import cluster_queue, config, workload
+from gpuq.core.admission import Scheduler
+from gpuq.core.decisions import CycleResult
+from gpuq.core.lifecycle import (
+    Effect,
+    Ended,
+    IllegalTransition,
+    JobPolicy,
+    Lifecycle,
+    Preempted,
+    Released,
+    Requeued,
+    Reserved,
+    RestartPod,
+    StartPods,
+    StateChanged,
+    StopPods,
+    Timer,
+    WakeAt,
+    WorkloadState,
+)
+from gpuq.core.lifecycle import events as ev
+from gpuq.core.lifecycle.machine import LifecycleSettings
+from gpuq.core.lifecycle.states import check_transition
+from gpuq.core.model import CheckState, ClusterConfig, PreemptionPolicy, SchedulerConfig, WaitForPodsReady
+from gpuq.core.placement.engine import Placer
+from gpuq.run.gpus import local_node, virtual_devices
+
+S = WorkloadState
+
+
+@dataclass
+class Recorder:
+    """The hooks of a shell that applies nothing: it records, and holds the checks it is told to."""
+
+    held: set[str] = field(default_factory=set)
+    seen: list[Effect] = field(default_factory=list)
+
+    def effect(self, effect: Effect) -> None:
+        self.seen.append(effect)
+
+    def hold_checks(self, key: str, checks: tuple[str, ...], at: float) -> set[str]:
+        return {c for c in checks if c in self.held}
+
+    def vet(self, result: CycleResult, at: float) -> CycleResult:
+        return result
+
+
+def short(effect: Effect) -> tuple[Any, ...] | None:
+    """What a case compares: the kind, the workload without its namespace, the detail, the time."""
+    key = getattr(effect, "key", "").removeprefix("default/")
+    match effect:
+        case Reserved():
+            return ("Reserved", key, effect.state.value, effect.at)
+        case StartPods():
+            return ("StartPods", key, len(effect.bindings), effect.at)
+        case RestartPod():
+            return ("RestartPod", key, effect.pod, effect.at)
+        case StateChanged():
+            return ("StateChanged", key, effect.state.value, effect.at)
+        case StopPods():
+            return ("StopPods", key, effect.reason, effect.at)
+        case Preempted():
+            return ("Preempted", key, effect.by.removeprefix("default/"), effect.at)
+        case Requeued():
+            return ("Requeued", key, effect.reason, effect.requeue_at, effect.at)
+        case Ended():
+            return ("Ended", key, effect.state.value, effect.reason, effect.at)
+        case WakeAt():
+            return ("WakeAt", key, effect.timer.value, effect.at)
+        case Released():
+            return None  # node bookkeeping, asserted by the simulator's tests
+    return None
+
+
+def gpus(n: int, name: str, priority: int = 0, created: float = 0.0) -> Any:
+    return workload(name).queue("cq").priority(priority).created(created).request(1, gpu=n).build()
+
+
+def cq(quota: int = 4, *checks: str) -> Any:
+    builder = cluster_queue("cq").flavor("gpu", gpu=quota).preemption(within=PreemptionPolicy.LOWER_PRIORITY)
+    return builder.checks(*checks).build() if checks else builder.build()
+
+
+def with_wait(cfg: ClusterConfig, limit: int | None = None) -> ClusterConfig:
+    wait = WaitForPodsReady(
+        enable=True, timeout_s=30, requeuing_backoff_base_s=60, requeuing_backoff_limit_count=limit
+    )
+    return dataclasses.replace(cfg, scheduler=SchedulerConfig(wait_for_pods_ready=wait))
+
+
+def settle(at: float) -> tuple[str, float]:
+    return ("settle", at)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    cfg: ClusterConfig
+    steps: tuple[Any, ...]
+    want: tuple[tuple[Any, ...], ...]
+    held: frozenset[str] = frozenset()
+    nodes: bool = False
+    instant: bool = True
+
+
+def run(case: Case) -> list[tuple[Any, ...]]:
+    placer = None
+    if case.nodes:
+        node = local_node(virtual_devices(4, "A100-80GB"), name="n", cpu_milli=64_000, memory_bytes=1 << 38)
+        placer = Placer([node], flavors=case.cfg.flavors)
+    hooks = Recorder(held=set(case.held))
+    settings = LifecycleSettings(instant_stops=case.instant, restart_backoff_s=10)
+    life = Lifecycle(Scheduler(case.cfg, placer), hooks, settings)
+    for step in case.steps:
+        if isinstance(step, tuple) and step[0] == "settle":
+            life.settle(step[1])
+        elif isinstance(step, tuple) and step[0] == "timer":  # the token the lifecycle last handed out
+            _, key, timer, at = step
+            wake = next(e for e in reversed(hooks.seen) if isinstance(e, WakeAt) and e.key == key)
+            life.handle(ev.TimerFired(key, timer, wake.token, at, wake.pod))
+        else:
+            life.handle(step)
+    return [s for e in hooks.seen if (s := short(e)) is not None]
+
+
+def submit(name: str, n: int, at: float, priority: int = 0, policy: JobPolicy | None = None) -> ev.Submitted:
+    return ev.Submitted(gpus(n, name, priority, at), at, policy or JobPolicy())
+
+
+CASES = [
+    Case(
+        "a workload that fits is reserved, started, runs and succeeds",
+        config(cq()),
+        (submit("a", 2, 0), settle(0), ev.PodsRunning("default/a", 5), ev.WorkDone("default/a", False, 50)),
+        (
+            ("Reserved", "a", "Admitted", 0),
+            ("StartPods", "a", 0, 0),
+            ("StateChanged", "a", "Running", 5),
+            ("Ended", "a", "Succeeded", "JobFinished", 50),
+        ),
+    ),
+    Case(
+        "a higher-priority workload preempts; the victim is requeued and admitted again once room frees",
+        config(cq()),
+        (
+            submit("low", 4, 0),
+            settle(0),
+            ev.PodsRunning("default/low", 0),
+            submit("high", 4, 10, priority=100),
+            settle(10),
+            ev.PodsRunning("default/high", 10),
+            ev.WorkDone("default/high", False, 20),
+            settle(20),
+        ),
+        (
+            ("Reserved", "low", "Admitted", 0),
+            ("StartPods", "low", 0, 0),
+            ("StateChanged", "low", "Running", 0),
+            ("Preempted", "low", "high", 10),
+            ("StopPods", "low", "Preempted", 10),
+            ("Requeued", "low", "Preempted", None, 10),
+            ("Reserved", "high", "Admitted", 10),
+            ("StartPods", "high", 0, 10),
+            ("StateChanged", "high", "Running", 10),
+            ("Ended", "high", "Succeeded", "JobFinished", 20),
+            ("Reserved", "low", "Admitted", 20),
+            ("StartPods", "low", 0, 20),
+        ),
+    ),
+    Case(
+        "a check a controller carries out keeps the workload QuotaReserved until it is Ready",
+        config(cq(4, "prov"), checks=("prov",)),
+        (submit("a", 1, 0), settle(0), ev.ChecksChanged("default/a", {"prov": CheckState.READY}, 7)),
+        (
+            ("Reserved", "a", "QuotaReserved", 0),
+            ("StateChanged", "a", "Admitted", 7),
+            ("StartPods", "a", 0, 7),
+        ),
+        held=frozenset({"prov"}),
+    ),
+    Case(
+        "a check nobody carries out is Ready at once",
+        config(cq(4, "prov"), checks=("prov",)),
+        (submit("a", 1, 0), settle(0)),
+        (("Reserved", "a", "Admitted", 0), ("StartPods", "a", 0, 0)),
+    ),
+    Case(
+        "waitForPodsReady evicts with Kueue's backoff, then deactivates past backoffLimitCount",
+        with_wait(config(cq()), limit=1),
+        (
+            submit("a", 1, 0),
+            settle(0),
+            ("timer", "default/a", Timer.PODS_READY, 30),
+            settle(30),
+            ("timer", "default/a", Timer.REQUEUE, 90),
+            settle(90),
+            ("timer", "default/a", Timer.PODS_READY, 120),
+        ),
+        (
+            ("Reserved", "a", "Admitted", 0),
+            ("WakeAt", "a", "PodsReadyTimeout", 30),
+            ("StartPods", "a", 0, 0),
+            ("StopPods", "a", "PodsReadyTimeout", 30),
+            ("Requeued", "a", "PodsReadyTimeout", 90, 30),
+            ("WakeAt", "a", "Requeue", 90),
+            ("Reserved", "a", "Admitted", 90),
+            ("WakeAt", "a", "PodsReadyTimeout", 120),
+            ("StartPods", "a", 0, 90),
+            ("Ended", "a", "Inactive", "PodsReadyTimeout", 120),
+        ),
+    ),
+    Case(
+        "a PodsReady timer set before the pods ran is ignored once they run",
+        with_wait(config(cq())),
+        (
+            submit("a", 1, 0),
+            settle(0),
+            ev.PodsRunning("default/a", 3),
+            ("timer", "default/a", Timer.PODS_READY, 30),
+        ),
+        (
+            ("Reserved", "a", "Admitted", 0),
+            ("WakeAt", "a", "PodsReadyTimeout", 30),
+            ("StartPods", "a", 0, 0),
+            ("StateChanged", "a", "Running", 3),
+        ),
+    ),
+    Case(
+        "a failed pod restarts after its backoff until backoffLimit, then the workload fails",
+        config(cq()),
+        (
+            submit("a", 1, 0, policy=JobPolicy(backoff_limit=1)),
+            settle(0),
+            ev.PodsRunning("default/a", 0),
+            ev.PodExited("default/a", "main-0", 1, 5),
+            ("timer", "default/a", Timer.RESTART, 15),
+            ev.PodExited("default/a", "main-0", 2, 20),
+        ),
+        (
+            ("Reserved", "a", "Admitted", 0),
+            ("StartPods", "a", 1, 0),
+            ("StateChanged", "a", "Running", 0),
+            ("WakeAt", "a", "Restart", 15),
+            ("RestartPod", "a", "main-0", 15),
+            ("Ended", "a", "Failed", "BackoffLimitExceeded", 20),
+        ),
+        nodes=True,
+    ),
+    Case(
+        "activeDeadlineSeconds since the first start fails the workload",
+        config(cq()),
+        (
+            submit("a", 1, 0, policy=JobPolicy(active_deadline_s=60)),
+            settle(0),
+            ev.PodsRunning("default/a", 5),
+            ("timer", "default/a", Timer.DEADLINE, 65),
+        ),
+        (
+            ("Reserved", "a", "Admitted", 0),
+            ("StartPods", "a", 0, 0),
+            ("StateChanged", "a", "Running", 5),
+            ("WakeAt", "a", "ActiveDeadline", 65),
+            ("Ended", "a", "Failed", "DeadlineExceeded", 65),
+        ),
+    ),
+    Case(
+        "live: an eviction completes only once the victim's pods are gone, and no cycle runs meanwhile",
+        config(cq()),
+        (
+            submit("low", 4, 0),
+            settle(0),
+            ev.PodsRunning("default/low", 0),
+            submit("high", 4, 10, priority=100),
+            settle(10),
+            settle(11),
+            ev.PodExited("default/low", "main-0", -15, 12),
+            settle(12),
+        ),
+        (
+            ("Reserved", "low", "Admitted", 0),
+            ("StartPods", "low", 1, 0),
+            ("StateChanged", "low", "Running", 0),
+            ("Preempted", "low", "high", 10),
+            ("StopPods", "low", "Preempted", 10),
+            ("Requeued", "low", "Preempted", None, 12),
+            ("Reserved", "high", "Admitted", 12),
+            ("StartPods", "high", 1, 12),
+        ),
+        nodes=True,
+        instant=False,
+    ),
+    Case(
+        "every pod succeeding ends a Job; one pod's success alone does not",
+        config(cq()),
+        (
+            ev.Submitted(workload("a").queue("cq").request(2, gpu=1).build(), 0),
+            settle(0),
+            ev.PodsRunning("default/a", 0),
+            ev.PodExited("default/a", "main-0", 0, 4),
+            ev.PodExited("default/a", "main-1", 0, 6),
+        ),
+        (
+            ("Reserved", "a", "Admitted", 0),
+            ("StartPods", "a", 2, 0),
+            ("StateChanged", "a", "Running", 0),
+            ("Ended", "a", "Succeeded", "JobFinished", 6),
+        ),
+        nodes=True,
+    ),
+    Case(
+        "a requested eviction that deactivates ends the workload Inactive",
+        config(cq()),
+        (
+            submit("a", 1, 0),
+            settle(0),
+            ev.EvictionRequested("default/a", "check rejected", 9, deactivate=True),
+        ),
+        (
+            ("Reserved", "a", "Admitted", 0),
+            ("StartPods", "a", 0, 0),
+            ("Ended", "a", "Inactive", "Deactivated", 9),
+        ),
+    ),
+    Case(
+        "a requested eviction with a backoff requeues at its time",
+        config(cq()),
+        (submit("a", 1, 0), settle(0), ev.EvictionRequested("default/a", "retry", 9, requeue_at=70)),
+        (
+            ("Reserved", "a", "Admitted", 0),
+            ("StartPods", "a", 0, 0),
+            ("StopPods", "a", "Evicted", 9),
+            ("Requeued", "a", "Evicted", 70, 9),
+            ("WakeAt", "a", "Requeue", 70),
+        ),
+    ),
+    Case(
+        "a withdrawn pending workload is forgotten and never admitted",
+        config(cq(1)),
+        (
+            submit("a", 1, 0),
+            submit("b", 1, 1),
+            settle(1),
+            ev.Withdrawn("default/b", "deleted", 2),
+            ev.WorkDone("default/a", False, 5),
+            settle(5),
+        ),
+        (
+            ("Reserved", "a", "Admitted", 1),
+            ("StartPods", "a", 0, 1),
+            ("Ended", "b", "Succeeded", "Deleted", 2),
+            ("Ended", "a", "Succeeded", "JobFinished", 5),
+        ),
+    ),
+    Case(
+        "a workload no LocalQueue routes is Inadmissible and takes no quota",
+        config(cq()),
+        (ev.Submitted(workload("a").queue("nope").request(1, gpu=1).build(), 0), settle(0)),
+        (),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_lifecycle(case: Case) -> None:
+    assert run(case) == list(case.want)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (S.SUCCEEDED, S.RUNNING),
+        (S.INACTIVE, S.PENDING),
+        (S.INADMISSIBLE, S.ADMITTED),
+        (S.FAILED, S.SUCCEEDED),
+    ],
+)
+def test_an_illegal_transition_is_refused(old: WorkloadState, new: WorkloadState) -> None:
+    with pytest.raises(IllegalTransition):
+        check_transition("ns/w", old, new)
