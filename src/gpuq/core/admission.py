@@ -54,10 +54,16 @@ HUMAN_REASONS = {
 class Scheduler:
     """Admission engine for one configuration: queues, quota cache and the cycle."""
 
-    def __init__(self, config: ClusterConfig, placer: Placer | None = None) -> None:
+    def __init__(
+        self, config: ClusterConfig, placer: Placer | None = None, *, explain_unplaced: bool = True
+    ) -> None:
+        """``explain_unplaced``: write the kube-scheduler's per-node message for pods no node holds
+        (a simulator that never shows it turns this off: it reads every node)."""
         self.config = config
         self.placer = placer  # binds admitted pods to nodes; TAS pod sets must place to be admitted
         self.binder = Binder(placer) if placer is not None else None
+        if self.binder is not None:
+            self.binder.explain_failures = explain_unplaced
         self.state = ClusterState(config)
         self.queues = {
             name: ClusterQueueQueue(name, cq.queueing_strategy)

@@ -216,9 +216,7 @@ class Simulation:
             if nodes
             else None
         )
-        self.scheduler = Scheduler(config, self.placer)
-        if self.scheduler.binder is not None:
-            self.scheduler.binder.explain_failures = False
+        self.scheduler = Scheduler(config, self.placer, explain_unplaced=False)
         settings_ = LifecycleSettings(instant_stops=True, max_cycles_per_pass=MAX_CYCLES_PER_PASS)
         self.life = Lifecycle(self.scheduler, self, settings_)
         self._effects: dict[type, Callable[[Any], None]] = {
