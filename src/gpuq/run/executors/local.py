@@ -335,7 +335,8 @@ class LocalExecutor:
         real = Path(os.path.realpath(cwd))
         if self._isolation is not None and not self._isolation.view.visible(real, writable):
             raise ExecutorError(
-                f"{pod.key}: working directory {cwd} is hidden from pods (the server's state)"
+                f"{pod.key}: working directory {cwd} is hidden from pods "
+                "(it lies in the server's state, home or /tmp)"
             )
         return cwd
 
