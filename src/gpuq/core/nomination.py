@@ -110,23 +110,23 @@ def nominate(
 def _reused_or_initial_assignment(state: ClusterState, entry: Entry, resume: ScanProgress | None) -> None:
     """:func:`_initial_assignment`, or the very same outcome as the head's previous nomination
     when nothing it reads has changed since: the same workload object in the same ClusterQueue,
-    resuming its flavor scan at the same place, and no workload admitted or released anywhere in
-    its cohort tree (the root's ``version``). Assignment and targets read only that tree (quota,
-    usage, the workloads holding quota there and their order), so they would come out equal; a
-    StrictFIFO head, or one whose scan resumes, is tried again every cycle while its cohort is
-    quiet. (Not with nodes, whose placement is global, nor with fair sharing.)"""
-    root = state.node(entry.cluster_queue).root()
+    resuming its flavor scan at the same place, and no workload admitted or released in its cohort
+    tree in a flavor the queue lists (:meth:`ClusterState.version`). Flavor assignment and
+    preemption read only those flavors of that tree (quota, usage, the workloads holding quota
+    there and their order), so they would come out equal; a StrictFIFO head, or one whose scan
+    resumes, is tried again every cycle while its cohort is quiet. (Not with nodes, whose
+    placement is global, nor with fair sharing, whose shares span every flavor.)"""
+    version = state.version(entry.cluster_queue)
     scan = None if resume is None else tuple(tuple(tried.items()) for tried in resume)
     previous = state.nominations.get(entry.key)
     if (
         previous is not None
         and previous[0] is entry.workload
         and previous[1] == entry.cluster_queue
-        and previous[2] is root
-        and previous[3] == root.version
-        and previous[4] == scan
+        and previous[2] == version
+        and previous[3] == scan
     ):
-        assignment, targets = previous[5], previous[6]
+        assignment, targets = previous[4], previous[5]
         assert isinstance(assignment, Assignment) and isinstance(targets, tuple)
         entry.assignment, entry.targets = assignment, list(targets)
         return
@@ -134,8 +134,7 @@ def _reused_or_initial_assignment(state: ClusterState, entry: Entry, resume: Sca
     state.nominations[entry.key] = (
         entry.workload,
         entry.cluster_queue,
-        root,
-        root.version,
+        version,
         scan,
         entry.assignment,
         tuple(entry.targets),

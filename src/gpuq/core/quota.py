@@ -42,7 +42,6 @@ class QuotaNode:
         "quotas",
         "subtree_quota",
         "usage",
-        "version",
     )
 
     def __init__(self, name: str, *, is_cluster_queue: bool) -> None:
@@ -59,7 +58,6 @@ class QuotaNode:
         self.local: FlavorResourceAmounts = {}  # local_quota, where it is not 0
         self.borrowing_limits: FlavorResourceAmounts = {}  # the FRs that have a borrowing limit
         self.guaranteed: FlavorResourceAmounts = {}  # nominal (queue) or subtree quota (cohort)
-        self.version = 0  # on a root: bumped whenever a workload starts or stops holding quota below it
 
     def __repr__(self) -> str:
         kind = "ClusterQueue" if self.is_cluster_queue else "Cohort"

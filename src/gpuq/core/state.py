@@ -74,9 +74,11 @@ class ClusterState:
         }
         """Per queue and (flavor, resource), how many admitted workloads use each amount."""
         self._ordered: dict[tuple[str, FlavorResource], list[OrderEntry]] = {}
+        self.versions: dict[tuple[QuotaNode, str], int] = {}  # (root, flavor): see version()
+        self._flavors: dict[str, tuple[str, ...]] = {}
         self.nominations: dict[str, tuple[object, ...]] = {}
         """The latest nomination of each head, for :func:`gpuq.core.nomination.nominate` to reuse
-        while nothing in its cohort tree changed (the root's ``version``)."""
+        while nothing it reads changed (:meth:`version`)."""
 
     def _index(self, workload: AdmittedWorkload, sign: int) -> None:
         per_fr = self.usage_by_priority.setdefault(workload.cluster_queue, {})
@@ -97,7 +99,7 @@ class ClusterState:
 
     def _hide(self, workload: AdmittedWorkload) -> None:
         self.tree.remove(workload.cluster_queue, workload.usage)
-        self.tree.cluster_queues[workload.cluster_queue].root().version += 1
+        self._changed(workload)
         del self.admitted[workload.key]
         del self.by_queue[workload.cluster_queue][workload.key]
         self._index(workload, -1)
@@ -107,7 +109,7 @@ class ClusterState:
             del entries[bisect.bisect_left(entries, entry)]
 
     def _show(self, workload: AdmittedWorkload) -> None:
-        self.tree.cluster_queues[workload.cluster_queue].root().version += 1
+        self._changed(workload)
         self.admitted[workload.key] = workload
         self.by_queue.setdefault(workload.cluster_queue, {})[workload.key] = workload
         self.tree.add(workload.cluster_queue, workload.usage)
@@ -115,6 +117,24 @@ class ClusterState:
         entry = _order_entry(workload)
         for fr in workload.frs:
             bisect.insort(self._ordered.setdefault((workload.cluster_queue, fr), []), entry)
+
+    def _changed(self, workload: AdmittedWorkload) -> None:
+        root = self.tree.cluster_queues[workload.cluster_queue].root()
+        versions = self.versions
+        for flavor in {flavor for flavor, _ in workload.frs}:
+            key = (root, flavor)
+            versions[key] = versions.get(key, 0) + 1
+
+    def version(self, cq_name: str) -> tuple[int, ...]:
+        """What changed in ``cq_name``'s cohort tree in the flavors it lists: one counter per
+        flavor, bumped whenever a workload using that flavor starts or stops holding quota there."""
+        flavors = self._flavors.get(cq_name)
+        if flavors is None:
+            groups = self.config.cluster_queues[cq_name].resource_groups
+            flavors = self._flavors[cq_name] = tuple(dict.fromkeys(f.name for g in groups for f in g.flavors))
+        root = self.tree.cluster_queues[cq_name].root()
+        versions = self.versions
+        return tuple(versions.get((root, flavor), 0) for flavor in flavors)
 
     def cluster_queue(self, name: str) -> ClusterQueue:
         return self.config.cluster_queues[name]
