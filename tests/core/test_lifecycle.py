@@ -122,7 +122,7 @@ class Case:
 def run(case: Case) -> list[tuple[Any, ...]]:
     placer = None
     if case.nodes:
-        node = local_node(virtual_devices(4, "A100-80GB"), name="n", cpu_milli=64_000, memory_bytes=1 << 38)
+        node = local_node(virtual_devices(8, "A100-80GB"), name="n", cpu_milli=64_000, memory_bytes=1 << 38)
         placer = Placer([node], flavors=case.cfg.flavors)
     hooks = Recorder(held=set(case.held))
     settings = LifecycleSettings(instant_stops=case.instant, restart_backoff_s=10)
@@ -280,14 +280,16 @@ CASES = [
         ),
     ),
     Case(
-        "live: an eviction completes only once the victim's pods are gone, and no cycle runs meanwhile",
-        config(cq()),
+        "live: an eviction completes once the victim's pods are gone; other queues admit meanwhile",
+        config(cq(), cluster_queue("cq2").flavor("gpu", gpu=4).build()),
         (
             submit("low", 4, 0),
             settle(0),
             ev.PodsRunning("default/low", 0),
             submit("high", 4, 10, priority=100),
             settle(10),
+            ev.Submitted(workload("other").queue("cq2").created(11).request(1, gpu=1).build(), 11),
+            ev.Submitted(workload("next").queue("cq").created(11).request(1, gpu=1).build(), 11),
             settle(11),
             ev.PodExited("default/low", "main-0", -15, 12),
             settle(12),
@@ -298,6 +300,8 @@ CASES = [
             ("StateChanged", "low", "Running", 0),
             ("Preempted", "low", "high", 10),
             ("StopPods", "low", "Preempted", 10),
+            ("Reserved", "other", "Admitted", 11),
+            ("StartPods", "other", 1, 11),
             ("Requeued", "low", "Preempted", None, 12),
             ("Reserved", "high", "Admitted", 12),
             ("StartPods", "high", 1, 12),

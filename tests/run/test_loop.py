@@ -328,3 +328,76 @@ def test_a_job_without_a_queue_label_runs_in_the_namespace_default_local_queue(p
     del doc["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
     store.add_workload("team-a", "plain", "", "Job", doc, 0, time.time())
     run_until(loop, lambda: state(store, "team-a", "plain") == "Succeeded")
+
+
+TWO_QUEUES = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: gpu}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: low}
+value: 10
+""" + "".join(
+    f"""---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {{name: {team}}}
+spec:
+  namespaceSelector: {{}}
+  preemption: {{withinClusterQueue: LowerPriority}}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: gpu
+      resources: [{{name: nvidia.com/gpu, nominalQuota: 2}}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {{name: q, namespace: {team}}}
+spec: {{clusterQueue: {team}}}
+"""
+    for team in ("team-a", "team-b")
+)
+
+
+def test_a_victim_in_its_grace_period_stalls_no_other_queue_and_its_grace_is_capped(tmp_path: Path) -> None:
+    """team-a's victim ignores SIGTERM and asks for 600 s of grace: team-b's job that fits idle GPUs
+    runs meanwhile, and the operator's 5 s cap ends the eviction long before 600 s."""
+    store = Store(f"sqlite:///{tmp_path / 'gpuq.db'}")
+    store.migrate()
+    for document in yaml.safe_load_all(TWO_QUEUES):
+        store.apply_object(document)
+    node = local_node(virtual_devices(4, "A100-80GB"), name="box", cpu_milli=16_000, memory_bytes=64 << 30)
+    loop = ControlLoop(
+        store, LocalExecutor(tmp_path / "work"), [node], workdir=tmp_path / "work", max_grace_s=5
+    )
+    try:
+        ready = tmp_path / "ignoring"
+        stubborn = (
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            f"open({str(ready)!r}, 'w').close(); time.sleep(120)"
+        )
+        submit(store, job("stubborn", "team-a", stubborn, gpus=2, priority="low", grace=600))
+        run_until(loop, ready.exists)
+        submit(store, job("urgent", "team-a", "print('urgent')", gpus=2, priority="high"))
+        run_until(loop, lambda: "team-a/stubborn" in loop.life.evicting if loop.life else False)
+        submit(store, job("other", "team-b", "print('other')", gpus=1))
+        run_until(loop, lambda: state(store, "team-b", "other") == "Succeeded", timeout=10)
+        run_until(loop, lambda: state(store, "team-a", "urgent") == "Succeeded", timeout=30)
+        other = store.get_workload("team-b", "other")
+        victim = store.get_workload("team-a", "stubborn")
+        assert other is not None and victim is not None and other.finished_at is not None
+        preempted = next(c.time for c in store.conditions(victim.id) if c.type == "Evicted")
+        requeued = next(c.time for c in store.conditions(victim.id) if c.type == "Requeued")
+        assert other.finished_at < requeued  # team-b ran while team-a's victim was stopping
+        assert requeued - preempted < 30  # the 600 s grace was capped
+    finally:
+        loop.close()
+        store.close()

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from gpuq.run.serving.controller import ServiceController
 
 ACTIVE = tuple(state.value for state in ACTIVE_STATES)
+DEFAULT_MAX_GRACE_S = 300.0  # gpuq serve --max-grace-period
 KUEUE_KINDS = frozenset(
     {
         "ResourceFlavor",
@@ -120,11 +121,14 @@ class ControlLoop:
         restart_backoff_s: float = 10.0,
         devices: Mapping[str, Sequence[GPUDevice]] | None = None,
         services: ServiceController | None = None,
+        max_grace_s: float = DEFAULT_MAX_GRACE_S,
     ) -> None:
         """``devices`` are each node's real or virtual GPUs, for nodes whose MIG slices (or GPUs beside
         them) placement only counts; without them such pods get no device ids. ``services`` runs live
         services (:mod:`gpuq.run.serving`): it steps before intake (its replicas are workloads) and
-        vets each cycle's preemptions against PodDisruptionBudgets."""
+        vets each cycle's preemptions against PodDisruptionBudgets. ``max_grace_s`` caps the grace
+        period a pod asks for (``terminationGracePeriodSeconds``): a victim holds its quota that long
+        at most, whatever its author wrote."""
         self.store = store
         self.executor = executor
         self.nodes = tuple(nodes)
@@ -132,6 +136,7 @@ class ControlLoop:
         self.policy = policy
         self.clock = clock
         self.restart_backoff_s = restart_backoff_s
+        self.max_grace_s = max_grace_s
         self.tracked: dict[str, Tracked] = {}
         self.scheduler: Scheduler | None = None
         self.life: Lifecycle | None = None
@@ -231,7 +236,7 @@ class ControlLoop:
         """Put a tracked workload into a fresh lifecycle: pending ones queue, admitted ones keep their
         quota and their pods where they run, devices included."""
         assert self.life is not None
-        policy = _policy(tracked.run)
+        policy = _policy(tracked.run, self.max_grace_s)
         if tracked.state in ("Pending", "QuotaReserved") or tracked.workload.admission is None:
             tracked.state = WorkloadState.PENDING
             self.life.submit(dataclasses.replace(tracked.workload, admission=None), now, policy)
@@ -272,7 +277,7 @@ class ControlLoop:
                     ]
                 )
             tracked.state = WorkloadState.PENDING
-            self.life.submit(tracked.workload, now, _policy(tracked.run))
+            self.life.submit(tracked.workload, now, _policy(tracked.run, self.max_grace_s))
 
     def _intake(self, now: float) -> None:
         assert self.life is not None
@@ -282,7 +287,7 @@ class ControlLoop:
                 continue
             tracked = self._track(record, now)
             if tracked is not None:
-                self.life.submit(tracked.workload, now, _policy(tracked.run))
+                self.life.submit(tracked.workload, now, _policy(tracked.run, self.max_grace_s))
         self._forget_deleted(now)
 
     def _track(self, record: WorkloadRecord, now: float) -> Tracked | None:
@@ -536,7 +541,11 @@ class ControlLoop:
         for pod in tracked.pods.values():
             if not pod.running:
                 continue
-            grace = tracked.run.pod_set(pod.pod_set).grace_s if grace_s is None else grace_s
+            grace = (
+                min(tracked.run.pod_set(pod.pod_set).grace_s, self.max_grace_s)
+                if grace_s is None
+                else grace_s
+            )
             self.executor.terminate(pod_key(tracked, pod), grace)
             if record and pod.store_id is not None:
                 self.store.update_pod(pod.store_id, state="Failed", finished_at=now)
@@ -577,11 +586,11 @@ class ControlLoop:
         return target or ""
 
 
-def _policy(run: JobRun) -> JobPolicy:
-    """The lifecycle's view of a workload source's run rules."""
+def _policy(run: JobRun, max_grace_s: float) -> JobPolicy:
+    """The lifecycle's view of a workload source's run rules (grace periods capped)."""
     return JobPolicy(
         backoff_limit=run.backoff_limit,
         active_deadline_s=run.active_deadline_s,
         completion_pod_set=run.completion_pod_set,
-        grace_s={ps.name: ps.grace_s for ps in run.pod_sets},
+        grace_s={ps.name: min(ps.grace_s, max_grace_s) for ps in run.pod_sets},
     )

@@ -11,8 +11,10 @@ What it decides, and the one place each rule lives:
 1. **Cycles until quiet** (:meth:`settle`): Kueue cycles run while something may change; the
    run ends when no head is left to try, a cycle changed nothing, or the progress watch of
    :mod:`gpuq.core.cycles` sees the same decisions come back (preemption flapping). Where
-   stops are not instant (live), a cycle that preempts ends the pass, and no pass starts while
-   an eviction is in flight, so a preemptor never picks victims twice.
+   stops are not instant (live), a cycle that preempts ends the pass; a victim keeps its quota
+   until its pods are gone, and passes go on meanwhile: workloads that fit elsewhere are
+   admitted, and a preemptor that picks a victim already stopping issues nothing again
+   (Kueue's ``IssuePreemptions`` skips workloads already evicted).
 2. **Admission checks**: a reserved workload's checks are asked of the shell
    (:meth:`LifecycleHooks.hold_checks`: the ones a controller carries out stay Pending, the rest
    are Ready); pods start once every check is Ready (QuotaReserved, then Admitted).
@@ -218,7 +220,7 @@ class Lifecycle:
     # ------------------------------------------------------------------ cycles
     def settle(self, at: float) -> None:
         """Run Kueue cycles until quiet when something changed (step 1 of the module docstring)."""
-        if not self._dirty or (self._evicting and not self.settings.instant_stops):
+        if not self._dirty:
             return
         self._dirty = False
         self.passes += 1
@@ -279,6 +281,8 @@ class Lifecycle:
 
     def _preempt(self, eviction: Preempt, at: float) -> None:
         life = self.lives[eviction.workload]
+        if life.evicting:  # already told to stop; it holds its quota until its pods are gone
+            return
         self.hooks.effect(Preempted(life.key, eviction.by, eviction.reason, at))
         self._evict(life, "Preempted", f"Preempted by {eviction.by} ({eviction.reason})", at)
 
