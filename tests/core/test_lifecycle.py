@@ -263,6 +263,27 @@ CASES = [
         nodes=True,
     ),
     Case(
+        "a pod that cannot start fails the workload at once and releases its quota",
+        config(cq(1)),
+        (
+            submit("a", 1, 0),
+            submit("b", 1, 1),
+            settle(1),
+            ev.PodsRunning("default/a", 1),
+            ev.PodStartFailed("default/a", "main-0", "File name too long", 1),
+            settle(1),
+        ),
+        (
+            ("Reserved", "a", "Admitted", 1),
+            ("StartPods", "a", 1, 1),
+            ("StateChanged", "a", "Running", 1),
+            ("Ended", "a", "Failed", "StartError", 1),
+            ("Reserved", "b", "Admitted", 1),
+            ("StartPods", "b", 1, 1),
+        ),
+        nodes=True,
+    ),
+    Case(
         "activeDeadlineSeconds since the first start fails the workload",
         config(cq()),
         (

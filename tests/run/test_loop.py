@@ -398,6 +398,21 @@ def test_a_victim_in_its_grace_period_stalls_no_other_queue_and_its_grace_is_cap
         requeued = next(c.time for c in store.conditions(victim.id) if c.type == "Requeued")
         assert other.finished_at < requeued  # team-b ran while team-a's victim was stopping
         assert requeued - preempted < 30  # the 600 s grace was capped
+        events = [e.reason for e in store.events("Workload", "team-a", "stubborn")]
+        assert events[:5] == ["Admitted", "Started", "Preempted", "Evicted", "Requeued"], events
+        assert [e.reason for e in store.events("Workload", "team-b", "other")] == ["Admitted", "Started", "JobFinished"]
     finally:
         loop.close()
         store.close()
+
+
+def test_a_pod_that_cannot_start_fails_its_workload_with_the_reason_and_frees_the_quota(plane) -> None:  # type: ignore[no-untyped-def]
+    store, loop, _ = plane
+    broken = job("broken", "team-a", "pass", gpus=2)
+    broken["spec"]["template"]["spec"]["containers"][0]["command"] = ["/no/such/command"]
+    submit(store, broken)
+    submit(store, job("next", "team-b", "pass", gpus=2))
+    run_until(loop, lambda: state(store, "team-b", "next") == "Succeeded")
+    record = store.get_workload("team-a", "broken")
+    assert record is not None and record.state == "Failed"
+    assert "cannot start" in record.message and "/no/such/command" in record.message

@@ -206,6 +206,8 @@ def test_two_teams_run_jobs_on_distinct_gpus_through_the_cli(serve: Serve, tmp_p
     assert seen == {"0", "1"}  # they ran at the same time, each on its own GPU
     described = serve.cli("describe", "workload", "a", "-n", "team-a", token=tokens["team-a"])
     assert "Succeeded" in described.stdout and "PodsReady" in described.stdout
+    events = described.stdout.split("Events", 1)[1]  # as kubectl describe: reasons in order
+    assert events.index("Admitted") < events.index("Started") < events.index("JobFinished"), events
     code, output = serve.stop()
     assert code == 0, output
     assert "stopped" in output

@@ -335,11 +335,14 @@ def describe_workload(
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """One workload: state, queues, why it waits, its pods (node, GPUs, exit code) and condition history."""
+    """One workload: state, queues, why it waits, its pods (node, GPUs, exit code), condition history and
+    events (admitted, started, preempted, evicted, requeued, restarted, finished)."""
     with connect(server, token) as client:
         workload = client.get(f"/namespaces/{namespace or 'default'}/workloads/{name}")
+        query = {"namespace": namespace or "default", "kind": "Workload", "name": name}
+        events = client.get("/events", **query)["items"]
     if output != Output.TABLE:
-        _write(workload, output)
+        _write({**workload, "events": events}, output)
         return
     for label, value in tables.workload_summary(workload):
         out.print(f"{label + ':':<14}{value}", highlight=False, markup=False, soft_wrap=True)
@@ -350,6 +353,7 @@ def describe_workload(
             out.print(f"  {label + ':':<12}{value}", highlight=False, markup=False, soft_wrap=True)
     out.print(_table("Pods", tables.POD_COLUMNS, tables.pod_rows(workload["pods"])))
     out.print(_table("Conditions", tables.CONDITION_COLUMNS, tables.condition_rows(workload["conditions"])))
+    out.print(_table("Events", tables.EVENT_COLUMNS, tables.event_rows(events)))
 
 
 def logs(

@@ -369,6 +369,7 @@ class ControlLoop:
         }
         change = WorkloadChange(tracked.record_id, effect.state, condition=condition, fields=fields)
         self.store.apply_decisions([change])
+        self._event(tracked, "Normal", reason, decision.message, effect.at)
 
     def _on_start_pods(self, effect: StartPods) -> None:
         """Record the pods placement bound, start each (every pod row gets its pid), then tell the
@@ -395,6 +396,9 @@ class ControlLoop:
         if tracked is None or pod is None:
             return
         pod.attempt += 1
+        self._event(
+            tracked, "Normal", "Restarted", f"pod {pod.name} restarted (attempt {pod.attempt})", effect.at
+        )
         message = self._start(tracked, pod, effect.at)
         if message:
             self.life.handle(ev.PodStartFailed(effect.key, pod.name, message, effect.at))
@@ -412,6 +416,8 @@ class ControlLoop:
         self.store.apply_decisions(
             [WorkloadChange(tracked.record_id, effect.state, condition=condition, fields=fields)]
         )
+        if effect.state == WorkloadState.RUNNING:
+            self._event(tracked, "Normal", "Started", effect.message, effect.at)
 
     def _on_preempted(self, effect: Preempted) -> None:
         tracked = self.tracked[effect.key]
@@ -421,11 +427,13 @@ class ControlLoop:
         message = f"Preempted to accommodate {effect.by} ({effect.reason})"
         condition = ConditionRecord("Evicted", "True", "Preempted", message, effect.at)
         self.store.apply_decisions([WorkloadChange(tracked.record_id, tracked.state, condition=condition)])
+        self._event(tracked, "Normal", "Preempted", message, effect.at)
 
     def _on_stop_pods(self, effect: StopPods) -> None:
         """SIGTERM every running pod, SIGKILL after its pod set's grace; their exits complete it."""
         tracked = self.tracked[effect.key]
         tracked.evicting = effect.reason
+        self._event(tracked, "Normal", "Evicted", effect.message, effect.at)
         self._stop_all(tracked, None, effect.at, record=False)
 
     def _on_requeued(self, effect: Requeued) -> None:
@@ -445,6 +453,7 @@ class ControlLoop:
         self.store.apply_decisions(
             [WorkloadChange(tracked.record_id, "Pending", condition=condition, pods=[], fields=fields)]
         )
+        self._event(tracked, "Normal", "Requeued", condition.message, effect.at)
 
     def _on_ended(self, effect: Ended) -> None:
         """The workload is over: pods still running are killed and their rows say Failed now (the
@@ -461,8 +470,15 @@ class ControlLoop:
             self.store.apply_decisions(
                 [WorkloadChange(tracked.record_id, effect.state, condition=condition, fields=fields)]
             )
+            succeeded = effect.state == WorkloadState.SUCCEEDED
+            message = effect.message or effect.reason
+            self._event(tracked, "Normal" if succeeded else "Warning", effect.reason, message, effect.at)
         self._give_devices(tracked)
         del self.tracked[effect.key]
+
+    def _event(self, tracked: Tracked, kind: str, reason: str, message: str, at: float) -> None:
+        """A Kubernetes-style event about the workload (``gpuq describe``, the dashboard)."""
+        self.store.add_event(kind, reason, "Workload", tracked.namespace, tracked.name, message, at)
 
     def _on_wake_at(self, effect: WakeAt) -> None:
         heapq.heappush(self._timers, (effect.at, next(self._timer_seq), effect))

@@ -232,6 +232,14 @@ def condition_rows(conditions: list[dict[str, Any]]) -> list[Row]:
     return [(clock(c["time"]), c["type"], c["status"], c["reason"], c["message"]) for c in conditions]
 
 
+EVENT_COLUMNS = ("type", "reason", "age", "message")
+
+
+def event_rows(events: list[dict[str, Any]], now: float | None = None) -> list[Row]:
+    """``kubectl describe``'s Events: oldest first, the age of each."""
+    return [(e["type"], e["reason"], age(e["time"], now), e["message"]) for e in events]
+
+
 def workload_summary(workload: dict[str, Any]) -> list[tuple[str, str]]:
     """``describe workload``'s header: label and value pairs, why it waits included when pending."""
     admission = workload.get("admission") or {}

@@ -25,7 +25,7 @@ What it decides, and the one place each rule lives:
    backoff ``min(base * 2^(n-1), max)`` (``requeueState.requeueAt``); past
    ``backoffLimitCount`` requeues the workload is deactivated.
 5. **Pods**: a failed pod restarts after an exponential backoff until the Job's
-   ``backoffLimit`` is spent; every pod succeeding (or the completion pod set's) ends the
+   ``backoffLimit`` is spent; a pod the executor cannot start fails the workload at once; every pod succeeding (or the completion pod set's) ends the
    workload; ``activeDeadlineSeconds`` since the first start fails it.
 """
 
@@ -341,11 +341,14 @@ class Lifecycle:
             self._end(life, S.SUCCEEDED, "pods", "JobFinished", f"pod set {pod_set} succeeded", event.at)
 
     def _on_pod_start_failed(self, event: ev.PodStartFailed) -> None:
+        """A pod the executor cannot start (no such command, a name too long for a path) would fail
+        the same way on every retry: the workload fails with the reason and releases its quota."""
         life = self.lives.get(event.key)
         if life is None or life.state.ended:
             return
         life.running_pods.discard(event.pod)
-        self._pod_failed(life, event.pod, f"cannot start: {event.message}", event.at)
+        message = f"pod {event.pod} cannot start: {event.message}"
+        self._end(life, S.FAILED, "pods", "StartError", message, event.at)
 
     def _pod_failed(self, life: Life, pod: str, message: str, at: float) -> None:
         """A Job's pod failure: restart after ``min(base * 2^(n-1), max)`` until ``backoffLimit``."""
