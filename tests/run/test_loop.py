@@ -400,7 +400,11 @@ def test_a_victim_in_its_grace_period_stalls_no_other_queue_and_its_grace_is_cap
         assert requeued - preempted < 30  # the 600 s grace was capped
         events = [e.reason for e in store.events("Workload", "team-a", "stubborn")]
         assert events[:5] == ["Admitted", "Started", "Preempted", "Evicted", "Requeued"], events
-        assert [e.reason for e in store.events("Workload", "team-b", "other")] == ["Admitted", "Started", "JobFinished"]
+        assert [e.reason for e in store.events("Workload", "team-b", "other")] == [
+            "Admitted",
+            "Started",
+            "JobFinished",
+        ]
     finally:
         loop.close()
         store.close()
