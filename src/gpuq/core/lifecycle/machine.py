@@ -9,8 +9,10 @@ lifecycle holds no clock: ``at`` comes with every event.
 What it decides, and the one place each rule lives:
 
 1. **Cycles until quiet** (:meth:`settle`): Kueue cycles run while something may change; the
-   run ends when no head is left to try, a cycle changed nothing, or the progress watch of
-   :mod:`gpuq.core.cycles` sees the same decisions come back (preemption flapping). Where
+   pass ends when :class:`~gpuq.core.cycles.ProgressWatch` says so: no head is left to try, a
+   cycle changed nothing, the same decisions come back with a fixed period, no workload was
+   tried or admitted for the first time within a window of cycles (churn of any period), or
+   ``max_cycles_per_pass``. Where
    stops are not instant (live), a cycle that preempts ends the pass; a victim keeps its quota
    until its pods are gone, and passes go on meanwhile: workloads that fit elsewhere are
    admitted, and a preemptor that picks a victim already stopping issues nothing again
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gpuq.core.admission import Scheduler
-from gpuq.core.cycles import FlappingDetector
+from gpuq.core.cycles import ProgressWatch, StopReason, progress_window
 from gpuq.core.decisions import Admit, CycleResult, Pending, Preempt
 from gpuq.core.lifecycle import events as ev
 from gpuq.core.lifecycle.effects import (
@@ -126,6 +128,8 @@ class Lifecycle:
         self.settings = settings
         self.lives: dict[str, Life] = {}
         self.passes = self.cycles = 0
+        self.last_stop: StopReason | None = None  # why the latest pass ended
+        self._window = progress_window(len(scheduler.config.cluster_queues))
         self._dirty = False
         self._evicting: set[str] = set()
         wait = scheduler.config.scheduler.wait_for_pods_ready
@@ -225,11 +229,12 @@ class Lifecycle:
         self._dirty = False
         self.passes += 1
         scheduler = self.scheduler
-        detector = FlappingDetector()
-        for _ in range(self.settings.max_cycles_per_pass):
+        watch = ProgressWatch(self._window, self.settings.max_cycles_per_pass)
+        while True:
             before = scheduler.active_count()
             result, entries = scheduler.plan_cycle(at)
             if not entries:
+                self.last_stop = watch.observe(result)
                 return
             self.cycles += 1
             result = self.hooks.vet(result, at)
@@ -241,11 +246,9 @@ class Lifecycle:
                     self._report_wait(pending)
             for eviction in result.preempted:
                 self._preempt(eviction, at)
-            if result.preempted and not self.settings.instant_stops:
-                return
-            if not result.changed and scheduler.active_count() == before:
-                return
-            if detector.observe(result) is not None:
+            stop = watch.observe(result, scheduler.active_count() != before)
+            if stop is not None or (result.preempted and not self.settings.instant_stops):
+                self.last_stop = stop
                 return
 
     def _reserve(self, decision: Admit, at: float) -> None:
