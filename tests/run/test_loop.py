@@ -310,7 +310,7 @@ def test_a_killed_pod_process_is_restarted(plane) -> None:  # type: ignore[no-un
     (pod,) = store.pods_of(record.id)
     assert pod.attempt == 1 and pod.exit_code == 0
     events = [e.reason for e in store.events(kind="Workload", namespace="team-a", name="victim")]
-    assert events == ["BackOff"]
+    assert events == ["Admitted", "Started", "BackOff", "Restarted", "JobFinished"]
 
 
 def test_a_job_without_a_queue_label_runs_in_the_namespace_default_local_queue(plane) -> None:  # type: ignore[no-untyped-def]
