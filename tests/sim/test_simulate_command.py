@@ -409,3 +409,23 @@ def test_a_state_workload_kueue_never_admits_is_simulated_pending_with_a_warning
     rows = {r["name"].rsplit("-", 1)[0]: r for r in csv.DictReader((out / "workloads.csv").open())}
     assert rows["job-huge"]["status"] == "Pending"
     assert rows["job-lost"]["reason"] == "LocalQueue nope doesn't exist in namespace team-a"
+
+
+def test_simulate_reads_each_configuration_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The variants share what was read: every file of the example is opened once, not once per variant."""
+    import builtins
+    from collections import Counter
+
+    opened: Counter[str] = Counter()
+    real_open = builtins.open
+
+    def counting_open(file, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if "examples" in str(file):
+            opened[Path(str(file)).name] += 1
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    example = Path(__file__).resolve().parents[2] / "examples" / "symbol-retail"
+    result = runner.invoke(app, ["simulate", "-f", str(example), "--compare", "--out", str(tmp_path), "-q"])
+    assert result.exit_code == 0, result.output
+    assert opened and set(opened.values()) == {1}, opened

@@ -117,7 +117,13 @@ class Document:
         return self.lines.get(parts, self.line)
 
 
-def load(paths: Sequence[str], stdin: TextIO | None = None, *, strict: bool = False) -> LoadResult:
+def load(
+    paths: Sequence[str],
+    stdin: TextIO | None = None,
+    *,
+    strict: bool = False,
+    cache: dict[str, str] | None = None,
+) -> LoadResult:
     """Read every manifest under ``paths`` and return the configuration, workloads and diagnostics.
 
     Diagnostics of all files (errors and warnings) are sorted by ``(path, line)``. ``strict``
@@ -125,7 +131,7 @@ def load(paths: Sequence[str], stdin: TextIO | None = None, *, strict: bool = Fa
     and their workloads load (and stay pending, as Kueue leaves them).
     """
     diagnostics: list[Diagnostic] = []
-    return load_texts(_read_inputs(paths, stdin, diagnostics), diagnostics, strict=strict)
+    return load_texts(_read_inputs(paths, stdin, diagnostics, cache), diagnostics, strict=strict)
 
 
 def load_texts(
@@ -202,17 +208,29 @@ def load_or_raise(
 
 
 def _read_inputs(
-    paths: Sequence[str], stdin: TextIO | None, diagnostics: list[Diagnostic]
+    paths: Sequence[str],
+    stdin: TextIO | None,
+    diagnostics: list[Diagnostic],
+    cache: dict[str, str] | None = None,
 ) -> Iterator[tuple[str, str]]:
-    """Yield ``(display path, text)`` for every input; unreadable inputs become diagnostics."""
+    """Yield ``(display path, text)`` for every input; unreadable inputs become diagnostics.
+
+    ``cache`` (path -> text) keeps what was read, so a caller that loads the same files again (a
+    simulation's variants) reads each file once."""
     for path in paths:
         if path == "-":
             yield STDIN, (stdin or sys.stdin).read()
             continue
         for file in expand_path(path):
+            if cache is not None and file in cache:
+                yield file, cache[file]
+                continue
             try:
                 with open(file, encoding="utf-8") as handle:
-                    yield file, handle.read()
+                    text = handle.read()
+                if cache is not None:
+                    cache[file] = text
+                yield file, text
             except (OSError, UnicodeDecodeError) as err:
                 diagnostics.append(Diagnostic(file, 0, "", "", "", f"cannot read: {err}"))
 

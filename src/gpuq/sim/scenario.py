@@ -77,6 +77,7 @@ class ScenarioPlan:
     workload_objects: int = 0  # Workload objects among the configuration files, not simulated
     notes: tuple[str, ...] = field(default=())
     state: StateSource | None = None  # spec.initialState, paths resolved
+    sources: dict[str, str] = field(default_factory=dict, compare=False)  # each file read once
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,8 @@ def plan_scenario(
 
     ``trace``, ``trace_format`` and ``mapping`` (command-line paths) override the Scenario's source.
     """
-    result = load(files)
+    sources: dict[str, str] = {}
+    result = load(files, cache=sources)
     scenarios = [m for m in result.manifests if isinstance(m.model, Scenario)]
     if result.errors:
         raise ScenarioError("the configuration has errors", result.diagnostics)
@@ -152,7 +154,9 @@ def plan_scenario(
             raise ScenarioError("--compare and --variant need a Scenario with variants")
         base = VariantPlan("baseline", "", tuple(inputs))
         given = TraceSource(path=trace, strict=strict, format=trace_format, mapping=mapping)
-        return ScenarioPlan(DEFAULT_NAME, seed or 0, None, given, (base,), Path.cwd(), _workloads(result))
+        return ScenarioPlan(
+            DEFAULT_NAME, seed or 0, None, given, (base,), Path.cwd(), _workloads(result), sources=sources
+        )
     manifest = scenarios[0]
     scenario: Scenario = manifest.model
     spec = scenario.spec
@@ -212,6 +216,7 @@ def plan_scenario(
         base_dir,
         _workloads(result, state),
         state=state,
+        sources=sources,
     )
 
 
@@ -262,7 +267,8 @@ def prepare(plan: ScenarioPlan, variant: VariantPlan, trace: TraceRead) -> Prepa
     """Load the variant's configuration (with the initial state, if any) and turn the workloads
     into simulated jobs: the state's pending ones first (created before 0), then the trace's."""
     state_files = plan.state.files if plan.state is not None else ()
-    result = load(_dedupe([*variant.paths, *state_files]) if state_files else list(variant.paths))
+    paths = _dedupe([*variant.paths, *state_files]) if state_files else list(variant.paths)
+    result = load(paths, cache=plan.sources)
     if result.errors:
         what = "the configuration or the initial state has" if state_files else "the configuration has"
         raise ScenarioError(f"variant {variant.name}: {what} errors", result.diagnostics)
