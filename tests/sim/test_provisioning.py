@@ -475,6 +475,31 @@ def test_spot_interruptions_drawn_from_a_rate_are_seeded(tmp_path: Path) -> None
     assert notices and [t + 120 for t, _, _ in notices[: len(interrupts)]] == [t for t, _, _ in interrupts]
 
 
+@pytest.mark.parametrize(
+    ("name", "extra", "provisioning", "left_at"),
+    [
+        ("a rate's next notice", "", "{spot: {interruptionsPerNodeHour: {spot: 0.05}}}", 69728.04906741648),
+        ("a trace's interruption", "", "{spot: {trace: [{at: 5h, node: spot-00}]}}", 18000.0),
+        ("a stock step", "\nstock: [{available: 1}, {available: 2, from: 3h}]", "{}", 10800.0),
+    ],
+)
+def test_spot_and_stock_events_alone_do_not_keep_the_run_alive(
+    tmp_path: Path, name: str, extra: str, provisioning: str, left_at: float
+) -> None:
+    """They share the simulation's one event heap but stop counting once no workload is left: the
+    run ends at the node's idle timer (600 s after the job), the background event never applied."""
+    result, prov = run(
+        tmp_path, pool("spot", SPOT + extra, "spot", 30), ["job,team-a,q,0,600,,1,8,,,,"], provisioning
+    )
+    assert result.runs["team-a/job"].ended == 600.0
+    assert result.span_s == 1200.0, name
+    assert prov.log == []
+    assert prov._sim is not None
+    queue = prov._sim.queue
+    assert len(queue) == 0  # no core event left
+    assert queue.peek_time() == left_at and queue.peek_time(background=False) is None
+
+
 def test_cost_attribution_adds_up_to_the_total_bill(tmp_path: Path) -> None:
     rows = [
         "a1,team-a,q,0,3600,,1,4,,,,",

@@ -1,5 +1,10 @@
 """The event queue: simulated time, deterministic order, no tick.
 
+One heap holds every timer of a run: the core engine's events (finishes, node
+changes, starts, timeouts, requeues) and those of the hooks riding on it (the
+serving fleet's autoscaler syncs, the provisioner's wake-ups), which the
+simulation dispatches to the hook that scheduled them.
+
 Events at the same instant are ordered by kind first (capacity that frees up
 is seen before work that arrives, as a cluster's controllers would have seen
 them by the next scheduling cycle), then by the order they were scheduled.
@@ -10,6 +15,7 @@ rescheduling a workload's finish after a preemption costs O(log n).
 from __future__ import annotations
 
 import heapq
+from collections.abc import Container, Iterator
 from enum import IntEnum
 from typing import NamedTuple
 
@@ -24,6 +30,16 @@ class EventKind(IntEnum):
     PODS_READY_TIMEOUT = 4  # waitForPodsReady: admitted but not running in time
     REQUEUE = 5  # a requeue backoff expired
     ARRIVAL = 6  # a workload is submitted
+    SERVICE_SYNC = 7  # an autoscaled service's sync period elapsed (ServiceHooks; version: the service)
+    PROVISIONING = 8  # a provisioning wake-up (ProvisioningHooks; tag: its kind, version: its token)
+
+    @property
+    def core(self) -> bool:
+        """An event of the core engine (not one of a hook's)."""
+        return self <= EventKind.ARRIVAL
+
+
+CORE_KINDS = frozenset(kind for kind in EventKind if kind.core)
 
 
 class Event(NamedTuple):
@@ -34,28 +50,67 @@ class Event(NamedTuple):
     seq: int
     key: str = ""  # the workload or node group the event is about
     version: int = 0  # must match the subject's current version, else the event was cancelled
+    tag: str = ""  # the hook's own kind of event (a provisioning wake-up's)
+    background: bool = False  # does not keep the run alive once the provisioning hooks have no work
 
 
 class EventQueue:
-    """A min-heap of events keyed by (time, kind, insertion sequence)."""
+    """A min-heap of events keyed by (time, kind, insertion sequence).
+
+    ``len()`` counts the core events only (cancelled ones included): the hooks' timers alone do
+    not mean there is work left."""
 
     def __init__(self) -> None:
         self._heap: list[Event] = []
         self._seq = 0
+        self._core = 0
         self.pushed = 0
 
-    def push(self, time: float, kind: EventKind, key: str = "", version: int = 0) -> Event:
-        event = Event(time, kind, self._seq, key, version)
+    def push(
+        self,
+        time: float,
+        kind: EventKind,
+        key: str = "",
+        version: int = 0,
+        tag: str = "",
+        background: bool = False,
+    ) -> Event:
+        event = Event(time, kind, self._seq, key, version, tag, background)
         self._seq += 1
         self.pushed += 1
+        self._core += kind.core
         heapq.heappush(self._heap, event)
         return event
 
-    def peek_time(self) -> float | None:
-        return self._heap[0].time if self._heap else None
+    def peek_time(self, background: bool = True) -> float | None:
+        """The time of the first event; with ``background=False``, of the first that is not a
+        background event (a scan: only for when little is left)."""
+        if background:
+            return self._heap[0].time if self._heap else None
+        return min((e.time for e in self._heap if not e.background), default=None)
 
     def pop(self) -> Event:
-        return heapq.heappop(self._heap)
+        event = heapq.heappop(self._heap)
+        self._core -= event.kind.core
+        return event
+
+    def due(self, now: float, kinds: Container[EventKind]) -> Iterator[Event]:
+        """Pop, in order, every event of ``kinds`` due at or before ``now``, including those pushed
+        while iterating; events of other kinds due by then are set aside (still counted) and go
+        back, with their place in the order, when the iteration ends."""
+        heap = self._heap
+        aside: list[Event] = []
+        try:
+            while heap and heap[0].time <= now:
+                event = heapq.heappop(heap)
+                if event.kind in kinds:
+                    self._core -= event.kind.core
+                    yield event
+                else:
+                    aside.append(event)
+        finally:
+            for event in aside:
+                heapq.heappush(heap, event)
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return self._core

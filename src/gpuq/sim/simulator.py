@@ -50,13 +50,15 @@ from gpuq.core.nodes import Node
 from gpuq.core.placement.engine import Placer, PodBinding
 from gpuq.core.placement.scoring import inputs_for
 from gpuq.core.quota import FlavorResource
-from gpuq.sim.events import EventKind, EventQueue
+from gpuq.sim.events import CORE_KINDS, Event, EventKind, EventQueue
 from gpuq.sim.jobs import SimJob
 from gpuq.sim.recorder import Recorder
 
 MAX_CYCLES_PER_PASS = 100_000
 _TIMERS = {EventKind.PODS_READY_TIMEOUT: Timer.PODS_READY, EventKind.REQUEUE: Timer.REQUEUE}
 _TIMER_EVENTS = {timer: kind for kind, timer in _TIMERS.items()}
+_SERVICE_EVENTS = frozenset({EventKind.SERVICE_SYNC})
+_PROVISIONING_EVENTS = frozenset({EventKind.PROVISIONING})
 
 
 JobStatus = WorkloadState  # the one enum of workload states (gpuq.core.lifecycle.states)
@@ -134,13 +136,14 @@ class ServiceHooks(Protocol):
     """Autoscaled services riding on the simulation (:class:`gpuq.sim.serving.fleet.ServingFleet`).
 
     They submit and withdraw replica workloads through :meth:`Simulation.submit` and
-    :meth:`Simulation.withdraw`, and are told when a replica is bound, ready or stopped.
+    :meth:`Simulation.withdraw`, and are told when a replica is bound, ready or stopped. Their
+    timers go on the simulation's event heap (:meth:`Simulation.schedule`, kind
+    ``SERVICE_SYNC``); ``on_event`` gets each when it is due.
     """
 
     def template_workloads(self) -> list[Workload]: ...
     def start(self, sim: Simulation) -> None: ...
-    def next_time(self) -> float | None: ...
-    def on_time(self, now: float, sim: Simulation) -> None: ...
+    def on_event(self, event: Event, now: float, sim: Simulation) -> None: ...
     def startup_s(self, run: JobRun, now: float, default: float, sim: Simulation) -> float: ...
     def on_ready(self, run: JobRun, now: float) -> None: ...
     def on_stopped(self, run: JobRun, now: float, was_ready: bool, was_bound: bool) -> None: ...
@@ -151,11 +154,14 @@ class ServiceHooks(Protocol):
 class ProvisioningHooks(Protocol):
     """Node provisioning riding on the simulation (:class:`gpuq.sim.provisioning.provisioner.Provisioner`):
     autoscaled pools, ProvisioningRequest admission checks, spot interruptions. Nodes join and leave
-    through :meth:`Simulation.add_node` and :meth:`Simulation.remove_node`."""
+    through :meth:`Simulation.add_node` and :meth:`Simulation.remove_node`. Their timers go on the
+    simulation's event heap (:meth:`Simulation.schedule`, kind ``PROVISIONING``); ``on_event`` gets
+    each when it is due. While ``busy()`` is false (no workload left), background events (spot,
+    stock) no longer keep the run alive."""
 
     def start(self, sim: Simulation) -> None: ...
-    def next_time(self) -> float | None: ...
-    def on_time(self, now: float, sim: Simulation) -> None: ...
+    def busy(self) -> bool: ...
+    def on_event(self, event: Event, now: float, sim: Simulation) -> None: ...
     def after_schedule(self, now: float, sim: Simulation) -> None: ...
     def hold_checks(self, run: JobRun, checks: tuple[str, ...], now: float, sim: Simulation) -> set[str]: ...
     def on_stopped(self, run: JobRun, now: float) -> None: ...
@@ -280,10 +286,6 @@ class Simulation:
                 self._probe(now)
             self._now = last = now
             self._apply_due(now)
-            if self.services is not None:
-                self.services.on_time(now, self)
-            if self.provisioning is not None:
-                self.provisioning.on_time(now, self)
             self.life.settle(now)
             if self.provisioning is not None:
                 self.provisioning.after_schedule(now, self)
@@ -381,12 +383,28 @@ class Simulation:
             self.recorder.team_running(0.0, job.team, job.gpus)
             self._running(run, 0.0)
 
+    def schedule(
+        self,
+        at: float,
+        kind: EventKind,
+        key: str = "",
+        version: int = 0,
+        *,
+        tag: str = "",
+        background: bool = False,
+    ) -> Event:
+        """Put a hook's timer on the one event heap: when ``at`` comes, the event goes to the
+        hook's ``on_event`` (``SERVICE_SYNC``: the services; ``PROVISIONING``: the provisioning
+        hooks), in (time, push order) among the events of its kind. ``key``, ``version`` and ``tag``
+        are the hook's to read; a ``background`` event does not keep the run alive while the
+        provisioning hooks are not ``busy()``."""
+        if kind.core:
+            raise ValueError(f"{kind.name} is one of the simulation's own events")
+        return self.queue.push(at, kind, key, version, tag, background)
+
     def _next_time(self) -> float | None:
-        queued = self.queue.peek_time()
-        if self.services is not None and (wake := self.services.next_time()) is not None:
-            queued = wake if queued is None else min(queued, wake)
-        if self.provisioning is not None and (wake := self.provisioning.next_time()) is not None:
-            queued = wake if queued is None else min(queued, wake)
+        idle = self.provisioning is not None and not self.provisioning.busy()
+        queued = self.queue.peek_time(background=not idle)
         arrival = (
             max(self.jobs[self._next_arrival].workload.creation_time, 0.0)
             if self._next_arrival < len(self.jobs)
@@ -399,10 +417,12 @@ class Simulation:
         return min(queued, arrival)
 
     def _apply_due(self, now: float) -> None:
-        while (at := self.queue.peek_time()) is not None and at <= now:
-            event = self.queue.pop()
-            if event.kind > EventKind.ARRIVAL:
-                break
+        """Everything due at ``now``, phase by phase: the core events in (time, kind, push order),
+        those pushed meanwhile included; the arrivals; the services' events, then the provisioning
+        hooks' (those pushed at ``now`` meanwhile included), each in (time, push order). A core
+        event a hook pushes for ``now`` is set aside by the hooks' phases and applied by the next
+        instant of the loop, at the same ``now``."""
+        for event in self.queue.due(now, CORE_KINDS):
             self.events += 1
             self._handle(event.kind, event.key, event.version, now)
         while (
@@ -412,6 +432,12 @@ class Simulation:
             self._arrive(self.jobs[self._next_arrival], now)
             self._next_arrival += 1
             self.events += 1
+        if self.services is not None:
+            for event in self.queue.due(now, _SERVICE_EVENTS):
+                self.services.on_event(event, now, self)
+        if self.provisioning is not None:
+            for event in self.queue.due(now, _PROVISIONING_EVENTS):
+                self.provisioning.on_event(event, now, self)
 
     def _handle(self, kind: EventKind, key: str, version: int, now: float) -> None:
         if kind in (EventKind.NODE_DOWN, EventKind.NODE_UP):

@@ -32,7 +32,6 @@ Every action is logged as ``(t, kind, subject, detail)`` in :attr:`Provisioner.l
 from __future__ import annotations
 
 import bisect
-import heapq
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -45,6 +44,7 @@ from gpuq.core.provisioning.compute_class import choose, should_migrate
 from gpuq.core.provisioning.disruption import NodeState, PodInfo, plan_consolidation
 from gpuq.core.provisioning.options import MachineOption, PodGroup, PodShape, Stock, stock_at
 from gpuq.sim.cost import CostTracker
+from gpuq.sim.events import Event, EventKind
 from gpuq.sim.provisioning.queued_requests import QueuedProvisioning
 from gpuq.sim.provisioning.setup import ProvisioningSetup
 from gpuq.sim.series import StepSeries
@@ -111,8 +111,6 @@ class Provisioner:
         self.reserved_nodes: set[str] = set()  # nodes of ProvisioningRequests (not auto scaled down)
         self.nodes_series: dict[str, StepSeries] = {}  # pool -> nodes in service
         self.capacity_series: dict[str, StepSeries] = {}  # capacity type -> nodes in service
-        self._heap: list[tuple[float, int, str, str, int]] = []
-        self._seq = 0
         self._said: set[str] = set()
         self._consolidation_due: set[str] = set()
         self._sim: Simulation | None = None
@@ -164,19 +162,15 @@ class Provisioner:
 
     # ----------------------------------------------------------------- clock
     def push(self, at: float, kind: str, key: str, token: int) -> None:
-        heapq.heappush(self._heap, (at, self._seq, kind, key, token))
-        self._seq += 1
+        """A wake-up of ``kind`` (a key of the handlers' table) on the simulation's event heap;
+        spot and stock wake-ups are background ones."""
+        assert self._sim is not None, "the provisioner pushes once started"
+        self._sim.schedule(at, EventKind.PROVISIONING, key, token, tag=kind, background=kind in _BACKGROUND)
 
-    def next_time(self) -> float | None:
-        """The next wake-up; once no workload is left, spot and stock events no longer count
-        (a spot node would otherwise be interrupted and replaced for ever)."""
-        if not self._heap:
-            return None
-        if self._busy():
-            return self._heap[0][0]
-        return min((e[0] for e in self._heap if e[2] not in _BACKGROUND), default=None)
-
-    def _busy(self) -> bool:
+    def busy(self) -> bool:
+        """Whether a workload is left; once none is, spot and stock wake-ups no longer keep the
+        run alive (a spot node would otherwise be interrupted and replaced for ever) and are
+        ignored when due."""
         sim = self._sim
         if sim is None or len(sim.queue) or sim.arrived < len(sim.jobs) or self.requested:
             return True
@@ -185,13 +179,11 @@ class Provisioner:
     def note(self, now: float, kind: str, subject: str, detail: str) -> None:
         self.log.append((now, kind, subject, detail))
 
-    def on_time(self, now: float, sim: Simulation) -> None:
-        """Apply every wake-up due at ``now`` in (time, push order)."""
-        while self._heap and self._heap[0][0] <= now:
-            _at, _seq, kind, key, token = heapq.heappop(self._heap)
-            if kind in _BACKGROUND and not self._busy():
-                continue
-            self._handlers[kind](key, token, now, sim)
+    def on_event(self, event: Event, now: float, sim: Simulation) -> None:
+        """A wake-up is due (the simulation hands them over in (time, push order))."""
+        if event.background and not self.busy():
+            return
+        self._handlers[event.tag](event.key, event.version, now, sim)
 
     def after_schedule(self, now: float, sim: Simulation) -> None:
         self.queued.settle(now, sim)

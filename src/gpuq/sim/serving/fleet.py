@@ -25,7 +25,6 @@ hooks). For every service it:
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -40,6 +39,7 @@ from gpuq.core.decisions import CycleResult
 from gpuq.core.disruption_budgets import Protected, vet_preemptions
 from gpuq.core.model import Workload
 from gpuq.core.nodes import GPU, GPU_MILLI
+from gpuq.sim.events import Event, EventKind
 from gpuq.sim.jobs import SimJob
 from gpuq.sim.serving.modelled_metrics import observe
 from gpuq.sim.serving.replica_model import LatencyBook, steady
@@ -129,8 +129,6 @@ class ServingFleet:
         self.plan = plan
         self.services = [ServiceRun(p, i) for i, p in enumerate(plan.services)]
         self._by_key: dict[str, tuple[ServiceRun, Replica]] = {}
-        self._wakeups: list[tuple[float, int, int]] = []
-        self._seq = 0
         self._images: set[tuple[str, str]] = set()  # (node, service) pulled
         self._models: set[tuple[str, str]] = set()  # (node, service) cached
         self.decisions = 0
@@ -144,19 +142,15 @@ class ServingFleet:
         for svc in self.services:
             spec = svc.plan.spec
             self._scale(svc, spec.replicas, 0.0, sim)
-            self._push(0.0, svc.index)  # an instant at 0, so the starting replicas are scheduled
+            self._push(0.0, svc.index, sim)  # an instant at 0, so the starting replicas are scheduled
 
-    def next_time(self) -> float | None:
-        return self._wakeups[0][0] if self._wakeups else None
-
-    def on_time(self, now: float, sim: Simulation) -> None:
-        while self._wakeups and self._wakeups[0][0] <= now:
-            _, _, index = heapq.heappop(self._wakeups)
-            svc = self.services[index]
-            if svc.plan.spec.autoscaler is None:
-                continue
-            self._sync(svc, now, sim)
-            self._push(now + _sync_period(svc.plan.spec), index)
+    def on_event(self, event: Event, now: float, sim: Simulation) -> None:
+        """A service's sync is due (the event's version is its index); the next one is scheduled."""
+        svc = self.services[event.version]
+        if svc.plan.spec.autoscaler is None:
+            return
+        self._sync(svc, now, sim)
+        self._push(now + _sync_period(svc.plan.spec), svc.index, sim)
 
     def is_replica(self, key: str) -> bool:
         return key in self._by_key
@@ -247,9 +241,9 @@ class ServingFleet:
             self._mark(svc, end)
 
     # -------------------------------------------------------------- scaling
-    def _push(self, at: float, index: int) -> None:
-        heapq.heappush(self._wakeups, (at, self._seq, index))
-        self._seq += 1
+    def _push(self, at: float, index: int, sim: Simulation) -> None:
+        """Service ``index``'s next sync, on the simulation's event heap."""
+        sim.schedule(at, EventKind.SERVICE_SYNC, version=index)
 
     def _sync(self, svc: ServiceRun, now: float, sim: Simulation) -> None:
         """Step 4: one autoscaler sync on the metrics of the current load."""
