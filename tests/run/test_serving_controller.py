@@ -15,11 +15,16 @@ from typing import Any
 import pytest
 import yaml
 
+from gpuq.api.loader import load_texts
+from gpuq.api.serving import build_services
+from gpuq.core.autoscaling.replicas import Pod, PodMetrics
+from gpuq.core.autoscaling.sync import sync
 from gpuq.run.executors.local import LocalExecutor
 from gpuq.run.gpus import local_node
 from gpuq.run.loop import ControlLoop
-from gpuq.run.serving.controller import ServiceController
-from gpuq.run.serving.router import Router
+from gpuq.run.serving.controller import LiveReplica, LiveService, ServiceController
+from gpuq.run.serving.replica_pod import Probe
+from gpuq.run.serving.router import RevisionStats, Router
 from gpuq.run.store import Store
 
 CONFIG = """
@@ -138,3 +143,69 @@ def test_replica_pods_get_a_port_and_expanded_command(loop: ControlLoop) -> None
     assert container["command"][-1] == port and container["ports"][0]["containerPort"] == int(port)
     assert manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q"
     assert {"name": "PORT", "value": port} in container["env"]
+
+
+HPA_ON_RUNNING = {
+    "apiVersion": "autoscaling/v2",
+    "kind": "HorizontalPodAutoscaler",
+    "metadata": {"name": "embed", "namespace": "demo"},
+    "spec": {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "embed"},
+        "maxReplicas": 10,
+        "metrics": [
+            {
+                "type": "Pods",
+                "pods": {
+                    "metric": {"name": "vllm:num_requests_running"},
+                    "target": {"type": "AverageValue", "averageValue": "2"},
+                },
+            }
+        ],
+    },
+}
+
+
+class _Events:
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+
+    def add_event(self, *event: Any) -> None:
+        self.events.append(event)
+
+
+class _Measured:
+    """A router that measured 3 requests outstanding on each of two ready replicas."""
+
+    def stats(self, key: str) -> RevisionStats:
+        in_flight = {"embed-0": 3, "embed-1": 3}
+        return RevisionStats(key, 0, 0, in_flight, 0.0, 0, {}, (), 0.0)
+
+    def in_flight(self, key: str, replica: str) -> int:
+        return self.stats(key).in_flight[replica]
+
+
+def test_the_controller_sets_the_count_the_core_sync_decides_as_the_simulator_does() -> None:
+    """The observation of tests/sim/test_serving_sim.py's twin: two ready replicas, 3 requests running
+    on each, an HPA targeting 2 per pod: core says 3, and so does the live controller."""
+    docs = [("d.yaml", yaml.safe_dump(deployment(2))), ("h.yaml", yaml.safe_dump(HPA_ON_RUNNING))]
+    (spec,), _ = build_services(load_texts(docs).manifests)
+    assert spec.autoscaler is not None
+    pods = (Pod("embed-0"), Pod("embed-1"))
+    running = {"vllm:num_requests_running": PodMetrics({"embed-0": 3000, "embed-1": 3000})}
+    core = sync(spec.autoscaler, None, 2, 2, pods, running, 15.0)
+    assert core.replicas == 3
+
+    events = _Events()
+    controller = ServiceController(events, _Measured(), sync_period_s=1)  # type: ignore[arg-type]
+    try:
+        svc = LiveService(spec, spec.autoscaler, {}, Probe(), 30.0, 2)
+        for ordinal in (0, 1):
+            name = f"embed-{ordinal}"
+            svc.replicas[name] = LiveReplica(
+                name, ordinal, 0, 0.0, "Ready", seen=True, started_at=0.0, ready_at=0.0
+            )
+        controller._autoscale(svc, 15.0)
+    finally:
+        controller.close()
+    assert svc.desired == core.replicas == 3
+    assert events.events[0][5] == f"New size: 3; reason: {core.reason}"

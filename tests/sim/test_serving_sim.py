@@ -10,6 +10,8 @@ import pytest
 
 from gpuq.api.loader import load_texts
 from gpuq.api.serving_scenario import ServingSection
+from gpuq.core.autoscaling.replicas import Pod, PodMetrics
+from gpuq.core.autoscaling.sync import sync
 from gpuq.core.model import PodSet, Workload
 from gpuq.sim.jobs import SimJob
 from gpuq.sim.serving.fleet import ServiceRun, ServingFleet
@@ -254,3 +256,32 @@ def test_latency_book_quantiles_over_a_mixture() -> None:
     assert book.quantile(0.5) == 2.0
     assert book.quantile(0.99) == 4.0
     assert book.within(3.0) == 10
+
+
+HPA_ON_RUNNING = """
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: chat, namespace: s}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: chat}
+  maxReplicas: 10
+  metrics:
+  - type: Pods
+    pods:
+      metric: {name: "vllm:num_requests_running"}
+      target: {type: AverageValue, averageValue: "2"}
+"""
+
+
+def test_the_fleet_sets_the_count_the_core_sync_decides_as_the_live_controller_does(tmp_path: Path) -> None:
+    """The observation of tests/run/test_serving_controller.py's twin: at the 15 s sync two warm
+    replicas serve 15 rps at μ 10 and c 4 (ρ 0.75), so 3 requests run on each; the HPA targets 2
+    per pod: core says 3, and so does the fleet."""
+    replica = {"maxRps": 10, "concurrency": 4, "latency": 0.1}
+    svc, _ = run(tmp_path, [cluster(4), deployment(2), HPA_ON_RUNNING], [(0, 15)], 40, replica=replica)
+    assert svc.plan.spec.autoscaler is not None
+    pods = (Pod("s/chat-0"), Pod("s/chat-1"))
+    running = {"vllm:num_requests_running": PodMetrics({"s/chat-0": 3000, "s/chat-1": 3000})}
+    core = sync(svc.plan.spec.autoscaler, None, 2, 2, pods, running, 15.0)
+    assert [row[:2] for row in svc.timeline] == [(0.0, 2), (15.0, core.replicas)]
+    assert core.replicas == 3

@@ -13,13 +13,14 @@ A :class:`ServiceController` rides on the leader's :class:`~gpuq.run.loop.Contro
    is forgotten (and replaced, as a ReplicaSet replaces a pod);
 3. probes the starting and ready replicas on a small thread pool (never blocking the step);
 4. activates a service at zero whose requests the router holds, at once, and otherwise every sync
-   period runs its HPA or KEDA sync (:mod:`gpuq.run.serving.autoscale`) on the router's measurements;
-5. reconciles the count: new replicas are submitted to the store as Pending workloads (the loop
-   admits them through the Kueue engine, so they count against their ClusterQueue and a
-   scale-up beyond quota waits with Kueue's reason); on scale-down, replicas are removed in the
-   ReplicaSet's order (pending, admitted, starting, then ready; newest first): the ones not ready
-   at once, the ready ones drained (no new request; deleted, hence stopped, once their requests
-   are answered or ``terminationGracePeriodSeconds`` passed);
+   period runs its HPA or KEDA sync on the router's measurements (:mod:`gpuq.run.serving.autoscale`);
+   the count is decided in core (:mod:`gpuq.core.autoscaling.sync`), as in the simulator;
+5. reconciles the count by the core's scale plan: new replicas are submitted to the store as Pending
+   workloads (the loop admits them through the Kueue engine, so they count against their
+   ClusterQueue and a scale-up beyond quota waits with Kueue's reason); on scale-down, replicas are
+   removed in the ReplicaSet's order (pending, admitted, starting, then ready; newest first): the
+   ones not ready at once, the ready ones drained (no new request; deleted, hence stopped, once
+   their requests are answered or ``terminationGracePeriodSeconds`` passed);
 6. hands the router each service's revisions (a KServe canary's traffic split) and ready replicas.
 
 PodDisruptionBudgets veto preemptions that would take a service below its budget
@@ -41,10 +42,19 @@ from gpuq.api import kueue
 from gpuq.api.loader import load_texts
 from gpuq.api.serving import Autoscaler, ServiceSpec, build_services
 from gpuq.core.autoscaling.replicas import Pod, PodPhase
+from gpuq.core.autoscaling.sync import (
+    AutoscalerState,
+    ReplicaPhase,
+    ReplicaView,
+    activate,
+    scale_plan,
+    sync,
+    sync_period_s,
+)
 from gpuq.core.decisions import CycleResult
 from gpuq.core.disruption_budgets import Protected, vet_preemptions
 from gpuq.core.lifecycle.states import ACTIVE
-from gpuq.run.serving.autoscale import AutoscalerState, activate, live_autoscaler, sync, sync_period_s
+from gpuq.run.serving.autoscale import live_autoscaler, readings
 from gpuq.run.serving.replica_pod import (
     PORT_ANNOTATION,
     REVISION_LABEL,
@@ -75,6 +85,11 @@ SERVING_KINDS = frozenset(
     }
 )
 ACTIVE_STATES = tuple(s.value for s in ACTIVE)
+_PHASES = {
+    "Pending": ReplicaPhase.PENDING,
+    "Admitted": ReplicaPhase.ADMITTED,
+    "Starting": ReplicaPhase.STARTING,
+}
 _log = logging.getLogger("gpuq.serving")
 
 
@@ -98,10 +113,9 @@ class LiveReplica:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    @property
-    def rank(self) -> int:
-        """The ReplicaSet's deletion order: pending, admitted, starting, ready."""
-        return {"Pending": 0, "Admitted": 1, "Starting": 2}.get(self.phase, 3)
+    def view(self) -> ReplicaView:
+        """The replica as the core's scale plan ranks it."""
+        return ReplicaView(self.name, self.ordinal, self.created, _PHASES.get(self.phase, ReplicaPhase.READY))
 
 
 @dataclass
@@ -296,7 +310,9 @@ class ServiceController:
         stats = self.router.stats(svc.key)
         held = stats.held if stats is not None else 0
         if held and svc.desired == 0:
-            result = activate(svc.spec, svc.autoscaler, svc.state, self._pods(svc), self._load(svc, now), now)
+            load = self._load(svc, now)
+            observed = readings(svc.spec, svc.autoscaler, load)
+            result = activate(svc.autoscaler, svc.state, self._pods(svc), observed, load.held, now)
             if result is not None:
                 self._scaled(svc, result.replicas, result.reason, result.state, now)
                 svc.next_sync = now + sync_period_s(svc.autoscaler)
@@ -304,8 +320,8 @@ class ServiceController:
         if now < svc.next_sync:
             return
         existing = len(svc.live())
-        load = self._load(svc, now)
-        result = sync(svc.spec, svc.autoscaler, svc.state, svc.desired, existing, self._pods(svc), load, now)
+        observed = readings(svc.spec, svc.autoscaler, self._load(svc, now))
+        result = sync(svc.autoscaler, svc.state, svc.desired, existing, self._pods(svc), observed, now)
         self._scaled(svc, result.replicas, result.reason, result.state, now)
         svc.next_sync = now + sync_period_s(svc.autoscaler)
 
@@ -357,21 +373,21 @@ class ServiceController:
 
     # ------------------------------------------------------------------ 5. replicas in the store
     def _reconcile(self, svc: LiveService, loop: ControlLoop, now: float) -> None:
-        live = svc.live()
-        if len(live) < svc.desired and not svc.problem:
-            for _ in range(svc.desired - len(live)):
-                self._create(svc, loop, now)
-        elif len(live) > svc.desired:
-            order = sorted(live, key=lambda r: (r.rank, -r.created, -r.ordinal))
-            for replica in order[: len(live) - svc.desired]:
-                if replica.phase == "Ready":
-                    replica.draining_since = now
-                else:
-                    self._delete(svc, replica)
+        plan = scale_plan([r.view() for r in svc.live()], svc.desired, svc.next_ordinal)
+        for ordinal in () if svc.problem else plan.add:  # a broken template creates nothing
+            self._create(svc, loop, now, ordinal)
+        for name in plan.remove:
+            replica = svc.replicas[name]
+            if replica.phase == "Ready":
+                replica.draining_since = now
+            else:
+                self._delete(svc, replica)
 
-    def _create(self, svc: LiveService, loop: ControlLoop, now: float) -> None:
+    def _create(self, svc: LiveService, loop: ControlLoop, now: float, first: int) -> None:
+        """A replica at the planned ordinal ``first``, or the next one whose name is free in the store."""
         spec = svc.spec
         priority_class = spec.priority_class if spec.priority_source == kueue.WPC_SOURCE else ""
+        svc.next_ordinal = max(svc.next_ordinal, first)
         for _ in range(100):
             ordinal = svc.next_ordinal
             svc.next_ordinal += 1

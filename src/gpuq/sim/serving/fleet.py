@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING
 
 from gpuq.api.serving import ServiceSpec
 from gpuq.api.serving_scenario import ServiceTraffic
-from gpuq.core.autoscaling import hpa, keda
+from gpuq.core.autoscaling import hpa
 from gpuq.core.autoscaling.keda import ScaledObjectSpec, ScaledObjectState
+from gpuq.core.autoscaling.sync import ReplicaPhase, ReplicaView, scale_plan, sync
 from gpuq.core.decisions import CycleResult
 from gpuq.core.disruption_budgets import Protected, vet_preemptions
 from gpuq.core.model import Workload
@@ -252,32 +253,23 @@ class ServingFleet:
         autoscaler = spec.autoscaler
         assert autoscaler is not None
         readings, pods = observe(svc, self._replica_rows(svc), now, self.plan.step_s)
-        existing = len(svc.replicas)
-        if isinstance(autoscaler, ScaledObjectSpec):
-            state = svc.state if isinstance(svc.state, ScaledObjectState) else ScaledObjectState()
-            values = {k: v for k, v in readings.items() if isinstance(v, int)}
-            observation = keda.KedaObservation(svc.desired, values, pods, existing)
-            decision, svc.state = keda.decide(autoscaler, state, observation, now)
-            wanted = decision.replicas
-        else:
-            state_h = svc.state if isinstance(svc.state, hpa.HPAState) else hpa.HPAState()
-            metrics = {k: v for k, v in readings.items() if not isinstance(v, int)}
-            hpa_observation = hpa.HPAObservation(svc.desired, metrics, pods, existing)
-            hpa_decision, svc.state = hpa.decide(autoscaler, state_h, hpa_observation, now)
-            wanted = hpa_decision.desired_replicas
+        result = sync(autoscaler, svc.state, svc.desired, len(svc.replicas), pods, readings, now)
+        svc.state = result.state
         svc.decisions += 1
         self.decisions += 1
-        if wanted != svc.desired:
-            self._scale(svc, wanted, now, sim)
+        if result.replicas != svc.desired:
+            self._scale(svc, result.replicas, now, sim)
 
     def _replica_rows(self, svc: ServiceRun) -> list[Replica]:
         return list(svc.replicas.values())
 
     def _scale(self, svc: ServiceRun, wanted: int, now: float, sim: Simulation) -> None:
+        """Reach ``wanted`` replicas by the core's plan: new workloads submitted, victims withdrawn."""
         self._advance(svc, now)
-        while len(svc.replicas) < wanted:
-            ordinal = svc.next_ordinal
-            svc.next_ordinal += 1
+        views = [ReplicaView(r.key, r.ordinal, r.created, _rank(r, sim)) for r in svc.replicas.values()]
+        plan = scale_plan(views, wanted, svc.next_ordinal)
+        for ordinal in plan.add:
+            svc.next_ordinal = ordinal + 1
             workload = self._workload(svc, ordinal, now)
             replica = Replica(workload.key, ordinal, now)
             svc.replicas[workload.key] = replica
@@ -285,12 +277,10 @@ class ServingFleet:
             self._by_key[workload.key] = (svc, replica)
             job = SimJob(workload, math.inf, svc.plan.gpus_per_replica, REPLICA_CHECKPOINT_S)
             sim.submit(job, now)
-        if len(svc.replicas) > wanted:
-            order = sorted(svc.replicas.values(), key=lambda r: (_rank(r, sim), -r.created, -r.ordinal))
-            for replica in order[: len(svc.replicas) - wanted]:
-                del svc.replicas[replica.key]
-                sim.withdraw(replica.key, now, f"ScaledDown: {svc.name} to {wanted} replicas")
-                self._by_key.pop(replica.key, None)
+        for key in plan.remove:
+            del svc.replicas[key]
+            sim.withdraw(key, now, f"ScaledDown: {svc.name} to {wanted} replicas")
+            self._by_key.pop(key, None)
         svc.desired = wanted
         self._mark(svc, now)
 
@@ -378,14 +368,15 @@ class ServingFleet:
         return frozenset(k for svc in self.services for k in svc.all_keys)
 
 
-def _rank(replica: Replica, sim: Simulation) -> int:
-    """The ReplicaSet's deletion order: unscheduled, then not ready, then ready."""
+def _rank(replica: Replica, sim: Simulation) -> ReplicaPhase:
+    """A replica's phase as the scale plan ranks it: ready, bound (cold starting), admitted, pending."""
     run = sim.runs.get(replica.key)
     if replica.ready_at is not None:
-        return 3
+        return ReplicaPhase.READY
     if replica.bound_at is not None:
-        return 2
-    return 1 if run is not None and run.first_admitted is not None and run.status.value == "Admitted" else 0
+        return ReplicaPhase.STARTING
+    admitted = run is not None and run.first_admitted is not None and run.status.value == "Admitted"
+    return ReplicaPhase.ADMITTED if admitted else ReplicaPhase.PENDING
 
 
 def _sync_period(spec: ServiceSpec) -> float:
