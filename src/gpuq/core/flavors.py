@@ -26,6 +26,7 @@ from gpuq.core.fair_preemption import preemption_targets
 from gpuq.core.model import (
     ClusterQueue,
     FairSharing,
+    FlavorFungibility,
     FungibilityPolicy,
     FungibilityPreference,
     PodSet,
@@ -99,6 +100,25 @@ class _FlavorTry:
     borrowing: int
     preempt_frs: set[FlavorResource]
     tried_idx: int = -1
+    deferred: list[_Question] | None = None  # preemption questions not asked yet (lazy scan)
+
+
+class _Placeholder(str):
+    """Where a deferred question's reason goes in ``Assignment.reasons`` (compared by identity)."""
+
+    __slots__ = ()
+
+
+@dataclass(slots=True)
+class _Question:
+    """The preemption oracle's question for one (flavor, resource), asked only if its answer matters."""
+
+    fr: FlavorResource
+    value: int
+    borrow: int
+    placeholder: _Placeholder
+    mode: Mode = Mode.NO_CANDIDATES
+    borrow_after: int = 0
 
 
 def flavor_matches(
@@ -192,6 +212,7 @@ class FlavorAssigner:
         counts: Mapping[str, int] | None = None,
         resume: Sequence[Mapping[str, int]] | None = None,
         pinned: Mapping[str, Mapping[str, str]] | None = None,
+        lazy: bool = False,
     ) -> Assignment:
         """Assign flavors to every pod set at ``counts`` pods (default: full counts).
 
@@ -199,7 +220,19 @@ class FlavorAssigner:
         after the flavor tried last (gate FlavorFungibilityPreserveScanProgress). ``pinned``
         restricts each pod set's resources to the flavors of an earlier assignment (gate
         RecomputeAssignmentUponPreemptionTargetsOverlap).
+
+        ``lazy``: ask the preemption oracle about a flavor only when its answer can matter. With
+        ``whenCanPreempt: TryNextFlavor`` (and no ``preference: PreemptionOverBorrowing``) the scan
+        goes on past a flavor that needs preemption whatever the answer, and a flavor that fits
+        beats it whatever the answer, so a group that ends on a fit never needs it. The result is
+        the same assignment; only its ``reasons``, which nothing reads when every group fits, lack
+        the answers never asked (with nodes, where a fit can still fail, callers keep it off).
         """
+        self._lazy = lazy and (
+            self.cq.flavor_fungibility.when_can_preempt == FungibilityPolicy.TRY_NEXT_FLAVOR
+            and self.cq.flavor_fungibility.preference != FungibilityPreference.PREEMPTION_OVER_BORROWING
+        )
+        self._unasked: list[_Question] = []
         result = Assignment()
         members: dict[str, list[tuple[PodSet, dict[str, int], PodSetFlavors]]] = {}
         for index, pod_set in enumerate(self.workload.pod_sets):
@@ -218,6 +251,13 @@ class FlavorAssigner:
             tried = self._assign_group(group_members, result, previous, pinned_flavors)
             for pod_set, _, _ in group_members:
                 result.last_tried[first_index[pod_set.name]] = tried
+        if self._unasked:  # questions of groups that fit: their reasons count only if a group did not
+            if result.mode == Mode.FIT:
+                placeholders = {id(q.placeholder) for q in self._unasked}
+                result.reasons[:] = [r for r in result.reasons if id(r) not in placeholders]
+            else:
+                self._ask(self._unasked, result)
+            self._unasked = []
         return result
 
     def _assign_group(
@@ -281,7 +321,7 @@ class FlavorAssigner:
         the scan reached the last flavor, so the next attempt starts over.
         """
         fungibility = self.cq.flavor_fungibility
-        best: _FlavorTry | None = None
+        attempts: list[_FlavorTry] = []
         flavors = group.flavors
         attempted = -1
         for index in range(start if start < len(flavors) else 0, len(flavors)):
@@ -313,18 +353,23 @@ class FlavorAssigner:
                 result.reasons.append(mismatch)
                 continue
             attempt = self._try_flavor(flavor.name, requests, result)
-            if attempt.mode <= Mode.NO_CANDIDATES:
-                if best is None or attempt.mode > best.mode:
-                    best = attempt
-                continue
-            if best is None or _preferred(attempt, best, fungibility.preference):
-                best = attempt
-            try_next = (
-                attempt.mode.is_preempt and fungibility.when_can_preempt == FungibilityPolicy.TRY_NEXT_FLAVOR
-            ) or (attempt.borrowing > 0 and fungibility.when_can_borrow == FungibilityPolicy.TRY_NEXT_FLAVOR)
-            if not try_next:
-                best = attempt
+            attempts.append(attempt)
+            if attempt.deferred is not None:
+                continue  # needs preemption whatever the answer: TryNextFlavor goes on
+            if attempt.mode > Mode.NO_CANDIDATES and not _try_next(attempt, fungibility):
                 break
+        best = _select([a for a in attempts if a.deferred is None], fungibility)
+        deferred = [q for a in attempts if a.deferred is not None for q in a.deferred]
+        if deferred and (best is None or best.mode != Mode.FIT):
+            self._ask(deferred, result)
+            for attempt in attempts:
+                for question in attempt.deferred or ():
+                    attempt.mode = min(attempt.mode, question.mode)
+                    attempt.borrowing = max(attempt.borrowing, question.borrow_after)
+                attempt.deferred = None
+            best = _select(attempts, fungibility)
+        elif deferred:
+            self._unasked += deferred
         if best is None or best.mode == Mode.NO_FIT:
             return None
         best.tried_idx = -1 if attempted == len(flavors) - 1 else attempted
@@ -332,20 +377,35 @@ class FlavorAssigner:
 
     def _try_flavor(self, flavor: str, requests: dict[str, int], result: Assignment) -> _FlavorTry:
         mode, borrowing, preempt_frs = Mode.FIT, 0, set()
+        deferred: list[_Question] | None = [] if self._lazy else None
         for resource, amount in requests.items():
             fr = (flavor, resource)
             value = result.usage.get(fr, 0) + amount
-            fr_mode, fr_borrow = self._fits_resource_quota(fr, value, result)
+            asked = len(deferred) if deferred is not None else 0
+            fr_mode, fr_borrow = self._fits_resource_quota(fr, value, result, deferred)
+            if deferred is not None and len(deferred) > asked:
+                preempt_frs.add(fr)  # some preemption mode (never NoFit); its answer waits
+                continue
             mode = min(mode, fr_mode)
             borrowing = max(borrowing, fr_borrow)
             if fr_mode.is_preempt:
                 preempt_frs.add(fr)
             if mode == Mode.NO_FIT:
                 break  # as Kueue: the flavor cannot fit, the other resources need no check
-        return _FlavorTry(flavor, mode, borrowing, preempt_frs)
+        if deferred and mode == Mode.NO_FIT:  # the flavor is out; only the reasons wait
+            self._unasked += deferred
+            deferred = None
+        return _FlavorTry(flavor, mode, borrowing, preempt_frs, deferred=deferred or None)
 
-    def _fits_resource_quota(self, fr: FlavorResource, value: int, result: Assignment) -> tuple[Mode, int]:
-        """Kueue's fitsResourceQuota for one (flavor, resource) needing ``value`` in total."""
+    def _fits_resource_quota(
+        self,
+        fr: FlavorResource,
+        value: int,
+        result: Assignment,
+        deferred: list[_Question] | None = None,
+    ) -> tuple[Mode, int]:
+        """Kueue's fitsResourceQuota for one (flavor, resource) needing ``value`` in total; with
+        ``deferred``, a question for the preemption oracle is put there instead of asked."""
         node = self.node
         borrow, may_reclaim_in_hierarchy = lowest_fitting_subtree(node, fr, value)
         flavor, resource = fr
@@ -362,7 +422,15 @@ class FlavorAssigner:
         nominal = node.nominal(fr)
         fair_sharing = self.state.config.scheduler.fair_sharing
         if value <= nominal or may_reclaim_in_hierarchy or can_preempt_while_borrowing(self.cq, fair_sharing):
-            return self._preemption_oracle(fr, value, borrow, result)
+            if deferred is not None:
+                placeholder = _Placeholder()
+                result.reasons.append(placeholder)
+                deferred.append(_Question(fr, value, borrow, placeholder))
+                return Mode.NO_CANDIDATES, borrow  # not used: the caller sees the question
+            mode, borrow_after, why = self._preemption_oracle(fr, value, borrow)
+            if why:
+                result.reasons.append(why)
+            return mode, borrow_after
         result.reasons.append(
             f"insufficient unused quota for {resource} in flavor {flavor}, "
             f"{format_amount(resource, value - max(free, 0))} more needed"
@@ -370,25 +438,64 @@ class FlavorAssigner:
         )
         return Mode.NO_FIT, 0
 
-    def _preemption_oracle(
-        self, fr: FlavorResource, value: int, borrow: int, result: Assignment
-    ) -> tuple[Mode, int]:
-        """Would preemption free ``value`` of ``fr``? Reclaim if only other queues lose."""
+    def _preemption_oracle(self, fr: FlavorResource, value: int, borrow: int) -> tuple[Mode, int, str]:
+        """Would preemption free ``value`` of ``fr``? Reclaim if only other queues lose. The mode,
+        the borrowing distance, and the reason to report when nothing can be preempted."""
         preemptor = Preemptor(self.workload, self.cq_name, {fr: value}, frozenset({fr}))
         targets = preemption_targets(self.state, preemptor)
         flavor, resource = fr
         if not targets:
-            result.reasons.append(
+            why = (
                 f"insufficient unused quota for {resource} in flavor {flavor}, "
                 f"{format_amount(resource, value - max(available(self.node, fr), 0))} more needed, "
                 "and no workload can be preempted to free it"
             )
-            return Mode.NO_CANDIDATES, borrow
+            return Mode.NO_CANDIDATES, borrow, why
         with self.state.without_usage(t.victim for t in targets):
             borrow_after, _ = lowest_fitting_subtree(self.node, fr, value)
         if all(t.victim.cluster_queue != self.cq_name for t in targets):
-            return Mode.RECLAIM, borrow_after
-        return Mode.PREEMPT, borrow_after
+            return Mode.RECLAIM, borrow_after, ""
+        return Mode.PREEMPT, borrow_after, ""
+
+    def _ask(self, questions: list[_Question], result: Assignment) -> None:
+        """Ask the oracle the deferred questions; each reason takes its placeholder's place."""
+        answers: dict[int, str] = {}
+        for question in questions:
+            question.mode, question.borrow_after, why = self._preemption_oracle(
+                question.fr, question.value, question.borrow
+            )
+            answers[id(question.placeholder)] = why
+        reasons: list[str] = []
+        for reason in result.reasons:
+            if isinstance(reason, _Placeholder) and id(reason) in answers:
+                if answers[id(reason)]:
+                    reasons.append(answers[id(reason)])
+            else:
+                reasons.append(reason)  # another question's placeholder stays until it is asked
+        result.reasons[:] = reasons
+
+
+def _try_next(attempt: _FlavorTry, fungibility: FlavorFungibility) -> bool:
+    """Whether the scan goes on after a flavor that can be used (fit or preempt), per flavorFungibility."""
+    return (
+        attempt.mode.is_preempt and fungibility.when_can_preempt == FungibilityPolicy.TRY_NEXT_FLAVOR
+    ) or (attempt.borrowing > 0 and fungibility.when_can_borrow == FungibilityPolicy.TRY_NEXT_FLAVOR)
+
+
+def _select(attempts: Sequence[_FlavorTry], fungibility: FlavorFungibility) -> _FlavorTry | None:
+    """The flavor the scan keeps, from its attempts in order (findFlavorForPodSetResource)."""
+    best: _FlavorTry | None = None
+    for attempt in attempts:
+        if attempt.mode <= Mode.NO_CANDIDATES:
+            if best is None or attempt.mode > best.mode:
+                best = attempt
+            continue
+        if best is None or _preferred(attempt, best, fungibility.preference):
+            best = attempt
+        if not _try_next(attempt, fungibility):
+            best = attempt
+            break
+    return best
 
 
 def _preferred(a: _FlavorTry, b: _FlavorTry, preference: FungibilityPreference | None) -> bool:

@@ -146,7 +146,7 @@ def _initial_assignment(
 ) -> None:
     """getInitialAssignments: full size first; shrink only if neither fit nor preemption works."""
     assigner = FlavorAssigner(state, entry.workload, entry.cluster_queue)
-    full = assigner.assign(resume=resume)
+    full = assigner.assign(resume=resume, lazy=topology is None)
     entry.assignment = full
     if full.mode == Mode.FIT and topology is not None and _topology_downgrade(state, entry, full, topology):
         return
@@ -157,7 +157,7 @@ def _initial_assignment(
         if entry.targets:
             return
     if state.config.scheduler.partial_admission:
-        reduced = _partial(state, entry, assigner, resume)
+        reduced = _partial(state, entry, assigner, resume, lazy=topology is None)
         if reduced is not None:
             entry.assignment, entry.targets = reduced
 
@@ -193,7 +193,11 @@ def _topology_downgrade(
 
 
 def _partial(
-    state: ClusterState, entry: Entry, assigner: FlavorAssigner, resume: ScanProgress | None
+    state: ClusterState,
+    entry: Entry,
+    assigner: FlavorAssigner,
+    resume: ScanProgress | None,
+    lazy: bool = False,
 ) -> tuple[Assignment, list[Target]] | None:
     """podset_reducer.go: binary search for the largest counts (smallest step) that fit or can preempt."""
     pod_sets = entry.workload.pod_sets
@@ -204,7 +208,7 @@ def _partial(
 
     def attempt(step: int) -> tuple[Assignment, list[Target]] | None:
         counts = {ps.name: ps.count - (d * step) // total for ps, d in zip(pod_sets, deltas, strict=True)}
-        assignment = assigner.assign(counts, resume)
+        assignment = assigner.assign(counts, resume, lazy=lazy)
         if assignment.mode == Mode.FIT:
             return assignment, []
         if assignment.mode in (Mode.PREEMPT, Mode.RECLAIM):
