@@ -22,6 +22,7 @@ from gpuq.run.store import Store
 from gpuq.server.app import create_app
 from gpuq.server.auth import add_user, ensure_admin
 from gpuq.server.kinds import API_PREFIX
+from gpuq.server.limits import Limits
 from run.conftest import postgres_admin, postgres_url  # noqa: F401  (fixtures)
 
 with warnings.catch_warnings():  # starlette's note about httpx2; the TestClient works as documented
@@ -119,7 +120,7 @@ class Plane:
         return self.store.resource_version(), self.store.list_objects(), self.store.list_workloads()
 
 
-def make_plane(url: str, workdir: Path, *, configured: bool = True) -> Plane:
+def make_plane(url: str, workdir: Path, *, configured: bool = True, limits: Limits | None = None) -> Plane:
     store = Store(url)
     store.migrate()
     admin = ensure_admin(store)
@@ -128,7 +129,7 @@ def make_plane(url: str, workdir: Path, *, configured: bool = True) -> Plane:
     team_b = add_user(store, "bob", namespaces=["team-b"])
     node = local_node(virtual_devices(2, "A100-80GB"), name="box", cpu_milli=16_000, memory_bytes=64 << 30)
     status = {"identity": "test", "leader": True}
-    app = create_app(store, loop_status=lambda: status, nodes=[node], workdir=workdir)
+    app = create_app(store, loop_status=lambda: status, nodes=[node], workdir=workdir, limits=limits)
     plane = Plane(store, TestClient(app), admin, team_a, team_b, workdir)
     if configured:
         assert plane.apply(CONFIG, admin).status_code == 200

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from gpuq.run.sandbox import Isolation
     from gpuq.run.serving.router import Router
     from gpuq.run.xid import XidWatcher
+    from gpuq.server.limits import Limits
     from gpuq.server.runner import GpuMonitor
 
 ESTIMATES = EstimatorSettings()  # the runtime estimator's defaults, shown by --help
@@ -192,6 +193,18 @@ def serve(
             "Repeatable.",
         ),
     ] = None,
+    max_body_size: Annotated[
+        str,
+        typer.Option(
+            "--max-body-size", help="Limits: the largest API or dashboard request body (a quantity: 4Mi)."
+        ),
+    ] = "4Mi",
+    service_max_body_size: Annotated[
+        str,
+        typer.Option(
+            "--service-max-body-size", help="Limits: the largest request body of service traffic (64Mi)."
+        ),
+    ] = "64Mi",
 ) -> None:
     """Run the control plane: REST API, leader election, (while leader) the control loop, and the router
     in front of live services."""
@@ -206,6 +219,7 @@ def serve(
 
     if policy not in CHOOSERS:
         raise _fail(f"unknown --policy {policy!r}; known: {', '.join(sorted(CHOOSERS))}")
+    limits = _limits(max_body_size, service_max_body_size)
     forecast_settings = _forecast_settings(eta_low_quantile, eta_high_quantile, eta_default_runtime)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     os.umask(0o077)  # the database, the context file, logs: the server's alone (pods get their own umask)
@@ -251,6 +265,7 @@ def serve(
         forecasts=forecasts,
         router=router,
         services=lambda: runner.read(lambda loop: loop.services.views() if loop and loop.services else None),
+        limits=limits,
     )
     stopping: list[int] = []
 
@@ -341,6 +356,16 @@ def _isolation(
         )
     except ValueError as error:
         raise _fail(str(error)) from error
+
+
+def _limits(max_body_size: str, service_max_body_size: str) -> Limits:
+    """The server's limits from the ``--max-body-size`` ... options, or a clear error."""
+    from gpuq.server.limits import Limits
+
+    return Limits(
+        max_body_bytes=_declared("--max-body-size", max_body_size, "memory"),
+        service_max_body_bytes=_declared("--service-max-body-size", service_max_body_size, "memory"),
+    )
 
 
 def _forecast_settings(low: float, high: float, default_runtime: str) -> EstimatorSettings:

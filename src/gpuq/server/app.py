@@ -24,6 +24,7 @@ from gpuq.server.auth import NODE, authorize, bearer_user
 from gpuq.server.errors import install_handlers, not_found
 from gpuq.server.forecasts import ForecastCache
 from gpuq.server.kinds import API_PREFIX
+from gpuq.server.limits import BodyLimit, Limits
 from gpuq.server.routes_forecast import router as forecast_router
 from gpuq.server.routes_objects import router as objects_router
 from gpuq.server.routes_services import ServiceViews, proxy_router
@@ -48,6 +49,7 @@ def create_app(
     forecasts: ForecastCache | None = None,
     router: Router | None = None,
     services: ServiceViews | None = None,
+    limits: Limits | None = None,
 ) -> FastAPI:
     """The API over ``store``.
 
@@ -59,6 +61,7 @@ def create_app(
     ``forecasts`` gives workloads their ETAs and serves ``/forecast`` (absent: none is made).
     ``router`` serves live services' traffic at ``/services/<ns>/<name>/...`` and ``services`` lists
     them (the leader's service controller; None on a follower) at ``/services``.
+    ``limits``: what one request or user may cost (``gpuq.server.limits``; default :class:`Limits`()).
     """
     app = FastAPI(
         title="gpuq control plane",
@@ -73,7 +76,9 @@ def create_app(
     app.state.forecasts = forecasts
     app.state.router = router
     app.state.services = services
+    app.state.limits = limits = limits or Limits()
     install_handlers(app)
+    app.add_middleware(BodyLimit, limits=limits)
 
     @app.get("/healthz", tags=["cluster"], summary="Liveness: the process answers and the store is readable.")
     def healthz() -> dict[str, Any]:

@@ -7,7 +7,7 @@ finding (``path``, ``line``, ``kind``, ``name``, ``field``, ``message``, ``sever
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -22,11 +22,19 @@ from gpuq.api.diagnostics import Diagnostic
 class ApiError(Exception):
     """A refusal with its HTTP status; raising it changes nothing (handlers raise before writing)."""
 
-    def __init__(self, status: int, message: str, diagnostics: Iterable[Diagnostic] = ()) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        diagnostics: Iterable[Diagnostic] = (),
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.diagnostics = tuple(diagnostics)
+        self.headers = dict(headers or {})
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -61,8 +69,8 @@ def install_handlers(app: FastAPI) -> None:
 
     async def api_error(_request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, ApiError)
-        headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
-        return JSONResponse(error.body(), status_code=error.status, headers=headers)
+        headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else {}
+        return JSONResponse(error.body(), status_code=error.status, headers=headers | error.headers)
 
     async def bad_parameters(_request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, RequestValidationError)

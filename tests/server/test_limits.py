@@ -1,0 +1,188 @@
+"""What one member may cost the server (docs/serve.md, "Limits"): request bodies.
+
+Bodies are refused by ``Content-Length`` before they are read, and counted as they stream in when the
+length is absent, so a large body neither lands in memory nor reaches a handler.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gpuq.server.kinds import API_PREFIX
+from gpuq.server.limits import Limits
+from server.conftest import Plane, dump, job, make_plane
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = Limits(max_body_bytes=64 << 10, service_max_body_bytes=128 << 10)
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Iterator[Plane]:
+    """The API on SQLite with a 64 KiB body limit (128 KiB for service traffic)."""
+    made = make_plane(f"sqlite:///{tmp_path / 'gpuq.db'}", tmp_path / "work", limits=SMALL)
+    yield made
+    made.store.close()
+
+
+def padded(size: int) -> str:
+    """A valid Job manifest of about ``size`` bytes (a long comment)."""
+    text = dump(job("padded"))
+    return text + "#" + "x" * max(0, size - len(text) - 2) + "\n"
+
+
+def chunks(text: str, size: int = 8 << 10) -> Iterator[bytes]:
+    """``text`` as a body without a Content-Length (httpx sends an iterator chunked)."""
+    data = text.encode()
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_body_past_the_limit_is_a_413_and_changes_nothing(small: Plane, chunked: bool) -> None:
+    before = small.snapshot()
+    text = padded(200 << 10)
+    body = chunks(text) if chunked else text.encode()
+    answer = small.call("POST", "/apply", small.team_a, content=body)
+    assert answer.status_code == 413, answer.text
+    assert answer.json()["reason"] == "Request Entity Too Large"
+    assert f"larger than {64 << 10} bytes" in answer.json()["message"]
+    assert "--max-body-size" in answer.json()["message"]
+    assert small.snapshot() == before
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_body_within_the_limit_is_read_as_before(small: Plane, chunked: bool) -> None:
+    text = padded(60 << 10)
+    answer = small.call("POST", "/apply", small.team_a, content=chunks(text) if chunked else text.encode())
+    assert answer.status_code == 200, answer.text
+    assert [r["action"] for r in answer.json()["results"]] == ["created"]
+
+
+def test_service_traffic_has_its_own_body_limit(small: Plane) -> None:
+    """``/services/...`` takes up to 128 KiB here (then 404: this plane routes no service), not more."""
+    for size, status in ((100 << 10, 404), (200 << 10, 413)):
+        answer = small.client.post(
+            "/services/team-a/embed/v1/embeddings",
+            headers={"Authorization": f"Bearer {small.team_a}"},
+            content=b"x" * size,
+        )
+        assert answer.status_code == status, answer.text
+    assert "--service-max-body-size" in answer.json()["message"]
+
+
+# -- memory stays flat: a real server process ------------------------------------------------------------
+
+SERVER = """
+import sys, uvicorn
+from gpuq.run.store import Store
+from gpuq.server.app import create_app
+from gpuq.server.auth import add_user, ensure_admin
+store = Store(sys.argv[1]); store.migrate(); ensure_admin(store)
+add_user(store, "alice", namespaces=["team-a"], token="alice-token")
+uvicorn.run(create_app(store), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[int, int]]:
+    """A ``create_app`` server with the default limits (4 MiB bodies) as a process: (pid, port)."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    process = subprocess.Popen(
+        [sys.executable, "-c", SERVER, f"sqlite:///{tmp_path / 'gpuq.db'}", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the server did not answer /healthz"
+            time.sleep(0.1)
+        yield process.pid, port
+    finally:
+        process.kill()
+        process.wait(10)
+
+
+def send_body(port: int, total: int, *, chunked: bool) -> tuple[bytes, int]:
+    """POST ``/apply`` with a ``total``-byte body, sending until the server answers or hangs up: (the
+    answer's head, bytes sent)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+        framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {total}"
+        head = (
+            f"POST {API_PREFIX}/apply HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer alice-token\r\n"
+            f"Content-Type: application/yaml\r\n{framing}\r\n\r\n"
+        )
+        connection.sendall(head.encode())
+        if not chunked:  # a declared length past the limit is answered before any of the body is sent
+            select.select([connection], [], [], 10)
+        piece = b"#" * (1 << 20)
+        frame = b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece
+        sent = 0
+        try:
+            while sent < total and not select.select([connection], [], [], 0)[0]:
+                connection.sendall(frame)
+                sent += len(piece)
+        except OSError:  # the server answered and closed while we were still sending
+            pass
+        answer = b""
+        try:
+            while b"\r\n\r\n" not in answer:
+                data = connection.recv(65536)
+                if not data:
+                    break
+                answer += data
+        except OSError:
+            pass
+        return answer.split(b"\r\n\r\n", 1)[0], sent
+
+
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "content-length"])
+def test_a_huge_body_is_refused_and_the_servers_memory_stays_flat(
+    server: tuple[int, int], chunked: bool
+) -> None:
+    pid, port = server
+    before = rss_bytes(pid)
+    total = 256 << 20
+    head, sent = send_body(port, total, chunked=chunked)
+    grown = rss_bytes(pid) - before
+    assert head.startswith(b"HTTP/1.1 413"), head
+    assert sent < total, "the server read the whole body"
+    if not chunked:
+        assert sent == 0, "a declared length past the limit is refused before the body is read"
+    assert grown < 48 << 20, f"the server grew by {grown >> 20} MiB for a {total >> 20} MiB body"
+    answer = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)  # and it still serves
+    assert answer.status_code == 200
+    assert json.loads(answer.text)["ok"] is True
