@@ -27,8 +27,9 @@ What it decides, and the one place each rule lives:
    backoff ``min(base * 2^(n-1), max)`` (``requeueState.requeueAt``); past
    ``backoffLimitCount`` requeues the workload is deactivated.
 5. **Pods**: a failed pod restarts after an exponential backoff until the Job's
-   ``backoffLimit`` is spent; a pod the executor cannot start fails the workload at once; every pod succeeding (or the completion pod set's) ends the
-   workload; ``activeDeadlineSeconds`` since the first start fails it.
+   ``backoffLimit`` is spent; a pod the executor cannot start fails the workload at once; every
+   pod succeeding (or the completion pod set's) ends the workload; ``activeDeadlineSeconds``
+   since the first start fails it.
 """
 
 from __future__ import annotations
