@@ -6,7 +6,6 @@ import pytest
 
 from gpuq.core.provisioning.queued import (
     MAX_FLEX_RUN_S,
-    Admit,
     Capacity,
     CapacityRevoked,
     Failed,
@@ -16,6 +15,7 @@ from gpuq.core.provisioning.queued import (
     RetryStrategy,
     State,
     Tick,
+    WorkloadAdmitted,
     new_request,
     step,
 )
@@ -69,7 +69,7 @@ def test_flex_start_nodes_are_reclaimed_at_max_run_duration(
 ) -> None:
     request = new_request("pr", "train", 2, now=0.0, mode="flex-start", max_run_s=given)
     request, _ = step(request, Capacity(2), 100.0)
-    request, _ = step(request, Admit(), 100.0)
+    request, _ = step(request, WorkloadAdmitted(), 100.0)
     still, actions = step(request, Tick(), 100.0 + expected - 1)
     assert (still.state, actions) == (State.ADMITTED, ())
     gone, actions = step(request, Tick(), 100.0 + expected)
@@ -98,9 +98,9 @@ def test_calendar_provisions_at_the_window_start_and_reclaims_at_its_end() -> No
     assert (early.state, actions) == (State.PENDING, ())
     started, actions = step(request, Tick(), DAY)
     assert started.state == State.PROVISIONED and actions[0].at == 3 * DAY
-    too_long, actions = step(started, Admit(expected_runtime_s=2 * DAY + 1), DAY)
+    too_long, actions = step(started, WorkloadAdmitted(expected_runtime_s=2 * DAY + 1), DAY)
     assert too_long.state == State.PROVISIONED and actions[0].kind == "check-rejected"
-    running, _ = step(started, Admit(expected_runtime_s=DAY), DAY)
+    running, _ = step(started, WorkloadAdmitted(expected_runtime_s=DAY), DAY)
     assert running.state == State.ADMITTED
     closed, actions = step(running, Tick(), 3 * DAY)
     assert closed.state == State.RECLAIMED and [a.kind for a in actions] == [
@@ -112,7 +112,7 @@ def test_calendar_provisions_at_the_window_start_and_reclaims_at_its_end() -> No
 def test_capacity_revoked_rejects_and_evicts() -> None:
     request = new_request("pr", "train", 1, now=0.0)
     request, _ = step(request, Capacity(1), 1.0)
-    request, _ = step(request, Admit(), 1.0)
+    request, _ = step(request, WorkloadAdmitted(), 1.0)
     done, actions = step(request, CapacityRevoked(), 2.0)
     assert done.state == State.REJECTED and [a.kind for a in actions] == ["check-rejected", "evict-workload"]
 
@@ -122,9 +122,9 @@ def test_illegal_events_raise_and_history_records_every_state() -> None:
     with pytest.raises(IllegalTransition):
         step(request, Finish(), 1.0)
     with pytest.raises(IllegalTransition):
-        step(request, Admit(), 1.0)
+        step(request, WorkloadAdmitted(), 1.0)
     request, _ = step(request, Capacity(1), 1.0)
-    request, _ = step(request, Admit(), 2.0)
+    request, _ = step(request, WorkloadAdmitted(), 2.0)
     request, _ = step(request, Finish(), 3.0)
     assert [s for s, _, _ in request.history] == [
         State.PENDING,

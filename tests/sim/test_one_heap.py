@@ -18,7 +18,7 @@ from gpuq.core.decisions import CycleResult
 from gpuq.core.model import Workload
 from gpuq.sim.events import Event, EventKind, EventQueue
 from gpuq.sim.jobs import to_sim_jobs
-from gpuq.sim.simulator import JobRun, SimSettings, Simulation
+from gpuq.sim.simulator import SimRun, SimSettings, Simulation
 from gpuq.sim.traces.model import TraceJob
 
 CLUSTER = """\
@@ -83,13 +83,13 @@ class FakeServices:
         self.actions.get(label, nothing)(now, sim)
         self.log.append(seen(label, now, sim))
 
-    def startup_s(self, run: JobRun, now: float, default: float, sim: Simulation) -> float:
+    def startup_s(self, run: SimRun, now: float, default: float, sim: Simulation) -> float:
         return default
 
-    def on_ready(self, run: JobRun, now: float) -> None:
+    def on_ready(self, run: SimRun, now: float) -> None:
         pass
 
-    def on_stopped(self, run: JobRun, now: float, was_ready: bool, was_bound: bool) -> None:
+    def on_stopped(self, run: SimRun, now: float, was_ready: bool, was_bound: bool) -> None:
         self.log.append(f"{now:g} stopped {run.job.key.split('/')[1]}")
 
     def filter_preemptions(self, result: CycleResult, sim: Simulation) -> CycleResult:
@@ -132,10 +132,10 @@ class FakeProvisioning:
     def after_schedule(self, now: float, sim: Simulation) -> None:
         self.log.append(seen("after_schedule", now, sim))
 
-    def hold_checks(self, run: JobRun, checks: tuple[str, ...], now: float, sim: Simulation) -> set[str]:
+    def hold_checks(self, run: SimRun, checks: tuple[str, ...], now: float, sim: Simulation) -> set[str]:
         return set()
 
-    def on_stopped(self, run: JobRun, now: float) -> None:
+    def on_stopped(self, run: SimRun, now: float) -> None:
         pass
 
     def close(self, end: float, sim: Simulation) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from gpuq.forecast.forecast import Forecast, ForecastSettings, forecast
 from gpuq.sim.jobs import SimJob
-from gpuq.sim.simulator import JobRun, JobStatus, Simulation
+from gpuq.sim.simulator import JobStatus, SimRun, Simulation
 from gpuq.snapshot.cluster import PendingWorkload, RunningWorkload, Snapshot
 from gpuq.snapshot.runtimes import EstimatorSettings, Finished, Profile, RuntimeEstimator, Source, quantile
 
@@ -47,7 +47,7 @@ class Replay:
     _profiles: dict[str, Profile] = field(default_factory=dict, init=False, repr=False)
     _learned: set[str] = field(default_factory=set, init=False, repr=False)
 
-    def profile(self, run: JobRun) -> Profile:
+    def profile(self, run: SimRun) -> Profile:
         profile = self._profiles.get(run.job.key)
         if profile is None:
             profile = self._profiles[run.job.key] = self.profile_of(run.job)
@@ -179,7 +179,7 @@ def band_of(depth: int) -> str:
     return name
 
 
-def predictions_at(snapshot: Snapshot, result: Forecast, runs: dict[str, JobRun]) -> list[Prediction]:
+def predictions_at(snapshot: Snapshot, result: Forecast, runs: dict[str, SimRun]) -> list[Prediction]:
     """The forecast's predicted starts for pending workloads that never started before the probe."""
     depths = Counter(runs[p.workload.key].cluster_queue for p in snapshot.pending)
     predictions = []

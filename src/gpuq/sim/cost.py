@@ -2,7 +2,7 @@
 and ClusterQueues, idle GPU-hours and idle alerts.
 
 Attribution (:func:`cost_section`): a workload pays, for every pod, the node's price per GPU-hour
-times the GPU share the pod holds, for as long as it holds it (the simulator's ``JobRun.cost``);
+times the GPU share the pod holds, for as long as it holds it (the simulator's ``SimRun.cost``);
 what no pod pays is *idle*. So ``sum(by namespace) + idle == total bill`` exactly (up to float
 rounding), and the same for ClusterQueues; the bill is the sum over nodes of price × time in
 service, which is also the sum over pools.
@@ -25,7 +25,7 @@ from typing import Any
 
 from gpuq.core.placement.capacity import NodeCapacity
 from gpuq.sim.recorder import Recorder, node_gpu_state
-from gpuq.sim.simulator import JobRun
+from gpuq.sim.simulator import SimRun
 
 
 class CostTracker:
@@ -77,7 +77,7 @@ class CostTracker:
             tally[0] += 1
             tally[1] += idle_s
 
-    def run_stopped(self, run: JobRun, now: float) -> None:
+    def run_stopped(self, run: SimRun, now: float) -> None:
         """GPU time ``run`` held without running (bound, not started) since it was last bound."""
         if run.bound_at is None:
             return
@@ -100,7 +100,7 @@ class CostTracker:
 
 
 def cost_section(
-    runs: Sequence[JobRun],
+    runs: Sequence[SimRun],
     recorder: Recorder,
     span: float,
     tracker: CostTracker,

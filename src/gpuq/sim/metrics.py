@@ -16,7 +16,7 @@ from typing import Any
 from gpuq.core.model import ClusterConfig
 from gpuq.sim.recorder import Recorder, nominal_gpus
 from gpuq.sim.series import StepSeries, binned, ratio
-from gpuq.sim.simulator import JobRun, JobStatus, SimResult
+from gpuq.sim.simulator import JobStatus, SimResult, SimRun
 
 SCHEMA = "gpuq.dev/v1alpha1/SimulationMetrics"
 CDF_POINTS = 101
@@ -45,20 +45,20 @@ def percentile(ordered: Sequence[float], pct: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def wait_of(run: JobRun) -> float | None:
+def wait_of(run: SimRun) -> float | None:
     """Queueing delay: submission until every pod first had a node (admitted and placed)."""
     if run.first_bound is None:
         return None
     return run.first_bound - run.job.workload.creation_time
 
 
-def jct_of(run: JobRun) -> float | None:
+def jct_of(run: SimRun) -> float | None:
     if run.status not in ENDED or run.ended is None:
         return None
     return run.ended - run.job.workload.creation_time
 
 
-def group_stats(runs: Sequence[JobRun]) -> dict[str, Any]:
+def group_stats(runs: Sequence[SimRun]) -> dict[str, Any]:
     waits = [w for r in runs if (w := wait_of(r)) is not None]
     jcts = [(j, r.job.duration_s) for r in runs if (j := jct_of(r)) is not None]
     return {
@@ -155,7 +155,7 @@ def variant_metrics(
     }
 
 
-def checkpoint_metrics(runs: Sequence[JobRun]) -> dict[str, Any]:
+def checkpoint_metrics(runs: Sequence[SimRun]) -> dict[str, Any]:
     """Checkpoints written, the GPU-hours their pauses took, and the GPU-hours evictions lost since
     the last checkpoint (only in metrics when some workload has a checkpoint cost)."""
     return {
@@ -165,7 +165,7 @@ def checkpoint_metrics(runs: Sequence[JobRun]) -> dict[str, Any]:
     }
 
 
-def _counts(runs: Sequence[JobRun]) -> dict[str, int]:
+def _counts(runs: Sequence[SimRun]) -> dict[str, int]:
     return {
         "submitted": len(runs),
         "admitted": sum(1 for r in runs if r.first_admitted is not None),
@@ -200,7 +200,7 @@ def workload_class(name: str) -> str:
     return stem if stem and number.isdigit() else name
 
 
-def workload_classes(runs: Sequence[JobRun]) -> list[dict[str, Any]]:
+def workload_classes(runs: Sequence[SimRun]) -> list[dict[str, Any]]:
     """Time from submission to first admission per class, as Kueue's performance checker reports it."""
     by_class = _group(runs, lambda r: workload_class(r.job.workload.name))
     return [
@@ -219,7 +219,7 @@ def workload_classes(runs: Sequence[JobRun]) -> list[dict[str, Any]]:
     ]
 
 
-def quota_shares(config: ClusterConfig, by_team: Mapping[str, Sequence[JobRun]]) -> dict[str, float]:
+def quota_shares(config: ClusterConfig, by_team: Mapping[str, Sequence[SimRun]]) -> dict[str, float]:
     """Each team's share of the nominal GPU quota: its queues' nominal GPUs, split among the teams
     that submit to the same queue; equal shares when no queue has GPU quota."""
     teams_of: dict[str, set[str]] = {}
@@ -274,14 +274,14 @@ def _per_team(per_team: Mapping[str, StepSeries], span: float, bins: int) -> dic
     return {team: _rounded(binned(s, span, bins)) for team, s in sorted(per_team.items())}
 
 
-def wait_cdfs(by_team: Mapping[str, Sequence[JobRun]], runs: Sequence[JobRun]) -> dict[str, Any]:
+def wait_cdfs(by_team: Mapping[str, Sequence[SimRun]], runs: Sequence[SimRun]) -> dict[str, Any]:
     cdfs = {"all": _cdf(runs)}
     for team, members in sorted(by_team.items()):
         cdfs[team] = _cdf(members)
     return cdfs
 
 
-def _cdf(runs: Sequence[JobRun]) -> dict[str, list[float | None]]:
+def _cdf(runs: Sequence[SimRun]) -> dict[str, list[float | None]]:
     waits = sorted(w for r in runs if (w := wait_of(r)) is not None)
     if not waits:
         return {"wait_s": [], "fraction": []}
@@ -317,7 +317,7 @@ WORKLOAD_COLUMNS = (
 )
 
 
-def workloads_csv(runs: Iterable[JobRun], variant: str | None = None) -> str:
+def workloads_csv(runs: Iterable[SimRun], variant: str | None = None) -> str:
     """One row per workload, in submission order."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -351,8 +351,8 @@ def workloads_csv(runs: Iterable[JobRun], variant: str | None = None) -> str:
     return buffer.getvalue()
 
 
-def _group(runs: Iterable[JobRun], key: Any) -> dict[str, list[JobRun]]:
-    groups: dict[str, list[JobRun]] = {}
+def _group(runs: Iterable[SimRun], key: Any) -> dict[str, list[SimRun]]:
+    groups: dict[str, list[SimRun]] = {}
     for run in runs:
         groups.setdefault(key(run), []).append(run)
     return groups

@@ -100,7 +100,7 @@ class Resident:
 
 
 @dataclass(slots=True)
-class JobRun:
+class SimRun:
     """The mutable life of one simulated workload."""
 
     job: SimJob
@@ -144,9 +144,9 @@ class ServiceHooks(Protocol):
     def template_workloads(self) -> list[Workload]: ...
     def start(self, sim: Simulation) -> None: ...
     def on_event(self, event: Event, now: float, sim: Simulation) -> None: ...
-    def startup_s(self, run: JobRun, now: float, default: float, sim: Simulation) -> float: ...
-    def on_ready(self, run: JobRun, now: float) -> None: ...
-    def on_stopped(self, run: JobRun, now: float, was_ready: bool, was_bound: bool) -> None: ...
+    def startup_s(self, run: SimRun, now: float, default: float, sim: Simulation) -> float: ...
+    def on_ready(self, run: SimRun, now: float) -> None: ...
+    def on_stopped(self, run: SimRun, now: float, was_ready: bool, was_bound: bool) -> None: ...
     def filter_preemptions(self, result: CycleResult, sim: Simulation) -> CycleResult: ...
     def close(self, end: float) -> None: ...
 
@@ -163,14 +163,14 @@ class ProvisioningHooks(Protocol):
     def busy(self) -> bool: ...
     def on_event(self, event: Event, now: float, sim: Simulation) -> None: ...
     def after_schedule(self, now: float, sim: Simulation) -> None: ...
-    def hold_checks(self, run: JobRun, checks: tuple[str, ...], now: float, sim: Simulation) -> set[str]: ...
-    def on_stopped(self, run: JobRun, now: float) -> None: ...
+    def hold_checks(self, run: SimRun, checks: tuple[str, ...], now: float, sim: Simulation) -> set[str]: ...
+    def on_stopped(self, run: SimRun, now: float) -> None: ...
     def close(self, end: float, sim: Simulation) -> None: ...
 
 
 @dataclass
 class SimResult:
-    runs: dict[str, JobRun]
+    runs: dict[str, SimRun]
     recorder: Recorder
     span_s: float
     events: int
@@ -239,7 +239,7 @@ class Simulation:
         self.recorder = Recorder(config)
         self.queue = EventQueue()
         self.jobs = sorted(jobs, key=lambda j: (j.workload.creation_time, j.workload.uid, j.key))
-        self.runs: dict[str, JobRun] = {}
+        self.runs: dict[str, SimRun] = {}
         self.prices = dict(prices or {})
         self._pool_nodes: dict[str, list[str]] = {}
         for node in nodes:
@@ -349,7 +349,7 @@ class Simulation:
             job = resident.job
             admission = job.workload.admission
             assert admission is not None, f"{job.key}: a resident must carry its admission"
-            run = JobRun(job, status=JobStatus.ADMITTED, remaining_s=resident.remaining_s)
+            run = SimRun(job, status=JobStatus.ADMITTED, remaining_s=resident.remaining_s)
             run.first_admitted = min(job.workload.quota_reserved_time or 0.0, 0.0)
             self.runs[job.key] = run
             holds = self.life.adopt(
@@ -457,7 +457,7 @@ class Simulation:
 
     # -------------------------------------------------------------- arrivals
     def _arrive(self, job: SimJob, now: float) -> None:
-        run = JobRun(job, remaining_s=job.duration_s)
+        run = SimRun(job, remaining_s=job.duration_s)
         self.runs[job.key] = run
         self.life.submit(job.workload, now)
         life = self.life.lives[job.key]
@@ -526,7 +526,7 @@ class Simulation:
             run.status = effect.state
             run.held = effect.state == JobStatus.QUOTA_RESERVED
 
-    def _running(self, run: JobRun, now: float) -> None:
+    def _running(self, run: SimRun, now: float) -> None:
         run.status = JobStatus.RUNNING
         run.started_at = now
         if run.first_started is None:
@@ -536,18 +536,18 @@ class Simulation:
         if math.isfinite(run.remaining_s):  # serving replicas run until withdrawn
             self.queue.push(now + self.wall_s(run), EventKind.FINISH, run.job.key, run.version)
 
-    def _checkpointing(self, run: JobRun) -> tuple[float | None, float]:
+    def _checkpointing(self, run: SimRun) -> tuple[float | None, float]:
         """``(interval, cost)`` of ``run``'s checkpoints in seconds (the scenario's default interval)."""
         return run.checkpoint_s or self.settings.checkpoint_s, run.job.checkpoint_cost_s
 
-    def _checkpoints_in(self, run: JobRun, work_s: float) -> int:
+    def _checkpoints_in(self, run: SimRun, work_s: float) -> int:
         """Checkpoints written while doing ``work_s`` seconds of work (none after the last piece)."""
         interval, cost = self._checkpointing(run)
         if not interval or not cost or not math.isfinite(work_s) or work_s <= 0:
             return 0
         return max(math.ceil(round(work_s / interval, 9)) - 1, 0)
 
-    def wall_s(self, run: JobRun) -> float:
+    def wall_s(self, run: SimRun) -> float:
         """Seconds ``run``'s remaining work takes once running, checkpoint pauses included."""
         return run.remaining_s + self._checkpoints_in(run, run.remaining_s) * run.job.checkpoint_cost_s
 
@@ -559,7 +559,7 @@ class Simulation:
             self.recorder.node_changed(now, nodes[name])
 
     # ------------------------------------------------------------- stopping
-    def _stop(self, run: JobRun, now: float) -> float:
+    def _stop(self, run: SimRun, now: float) -> float:
         """Release what ``run`` holds (GPU time and cost accounted); the seconds it ran."""
         ran = now - run.started_at if run.started_at is not None else 0.0
         if self.services is not None:
@@ -577,7 +577,7 @@ class Simulation:
         run.version += 1
         return ran
 
-    def _cost(self, run: JobRun, held_s: float) -> float:
+    def _cost(self, run: SimRun, held_s: float) -> float:
         if self.placer is None or held_s <= 0:
             return 0.0
         total = 0.0

@@ -166,7 +166,7 @@ class CapacityRevoked:
 
 
 @dataclass(frozen=True, slots=True)
-class Admit:
+class WorkloadAdmitted:
     """The workload starts on the nodes; ``expected_runtime_s`` lets calendar mode check the window."""
 
     expected_runtime_s: float | None = None
@@ -182,7 +182,7 @@ class Tick:
     """Time passed: retries fall due, calendar windows open and close, flex-start nodes expire."""
 
 
-Event = Capacity | Failed | BookingExpired | CapacityRevoked | Admit | Finish | Tick
+Event = Capacity | Failed | BookingExpired | CapacityRevoked | WorkloadAdmitted | Finish | Tick
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +235,7 @@ def step(request: Request, event: Event, now: float) -> tuple[Request, tuple[Act
         done = _move(request, State.REJECTED, now, event.message)
         return done, (Action("check-rejected", request.name, reason=event.message),
                       Action("evict-workload", request.name, reason=event.message))  # fmt: skip
-    if isinstance(event, Admit):
+    if isinstance(event, WorkloadAdmitted):
         return _admit(request, event, now)
     if request.state != State.ADMITTED:
         raise IllegalTransition(f"{request.name}: Finish while {request.state.value}")
@@ -277,9 +277,9 @@ def _failed(request: Request, message: str, now: float) -> tuple[Request, tuple[
     return done, tuple(actions)
 
 
-def _admit(request: Request, event: Admit, now: float) -> tuple[Request, tuple[Action, ...]]:
+def _admit(request: Request, event: WorkloadAdmitted, now: float) -> tuple[Request, tuple[Action, ...]]:
     if request.state != State.PROVISIONED:
-        raise IllegalTransition(f"{request.name}: Admit while {request.state.value}")
+        raise IllegalTransition(f"{request.name}: WorkloadAdmitted while {request.state.value}")
     end = request.reclaim_at
     runtime = event.expected_runtime_s
     if request.mode == "calendar" and end is not None and runtime is not None and now + runtime > end:

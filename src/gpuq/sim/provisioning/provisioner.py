@@ -48,7 +48,7 @@ from gpuq.sim.events import Event, EventKind
 from gpuq.sim.provisioning.queued_requests import QueuedProvisioning
 from gpuq.sim.provisioning.setup import ProvisioningSetup
 from gpuq.sim.series import StepSeries
-from gpuq.sim.simulator import JobRun, JobStatus, Simulation
+from gpuq.sim.simulator import JobStatus, SimRun, Simulation
 
 CLASS_LABEL = "cloud.google.com/compute-class"
 Handler = Callable[[str, int, float, Simulation], None]
@@ -607,10 +607,10 @@ class Provisioner:
                 self._on_notice(name, self.epoch[name], now, sim)
 
     # ------------------------------------------------------------------ hooks
-    def hold_checks(self, run: JobRun, checks: tuple[str, ...], now: float, sim: Simulation) -> set[str]:
+    def hold_checks(self, run: SimRun, checks: tuple[str, ...], now: float, sim: Simulation) -> set[str]:
         return self.queued.hold(run, checks, now, sim)
 
-    def on_stopped(self, run: JobRun, now: float) -> None:
+    def on_stopped(self, run: SimRun, now: float) -> None:
         self.cost.run_stopped(run, now)
         self.queued.stopped(run.job.key)
 
@@ -641,7 +641,7 @@ def _class_of(workload: Workload, sim: Simulation) -> str | None:
     return None
 
 
-def _pod_info(pod: str, run: JobRun, dnd_priority: int | None) -> PodInfo:
+def _pod_info(pod: str, run: SimRun, dnd_priority: int | None) -> PodInfo:
     from gpuq.sim.metrics import workload_class
 
     workload = run.job.workload

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING
 
 from gpuq.core.provisioning.options import PodShape
 from gpuq.core.provisioning.queued import (
-    Admit,
     Capacity,
     Failed,
     Finish,
@@ -38,11 +37,12 @@ from gpuq.core.provisioning.queued import (
     Request,
     State,
     Tick,
+    WorkloadAdmitted,
     new_request,
     step,
 )
 from gpuq.sim.series import StepSeries
-from gpuq.sim.simulator import JobRun, JobStatus, Simulation
+from gpuq.sim.simulator import JobStatus, SimRun, Simulation
 
 if TYPE_CHECKING:
     from gpuq.sim.provisioning.provisioner import Provisioner
@@ -66,7 +66,7 @@ class QueuedProvisioning:
         return key in self.requests
 
     # ---------------------------------------------------------------- intake
-    def hold(self, run: JobRun, checks: tuple[str, ...], now: float, sim: Simulation) -> set[str]:
+    def hold(self, run: SimRun, checks: tuple[str, ...], now: float, sim: Simulation) -> set[str]:
         """Create the request of a workload just given quota; the checks it keeps Pending."""
         mine = [c for c in checks if c in self.prov.setup.checks]
         key = run.job.key
@@ -181,7 +181,7 @@ class QueuedProvisioning:
         self.waiting.add(now, -1)
         self.waits_s.append(now - self.first_asked[key])
         run = sim.runs[key]
-        admitted, actions = step(request, Admit(expected_runtime_s=sim.wall_s(run)), now)
+        admitted, actions = step(request, WorkloadAdmitted(expected_runtime_s=sim.wall_s(run)), now)
         self.requests[key] = admitted
         self.prov.note(now, "request-provisioned", key, request.message)
         if any(a.kind == "check-rejected" for a in actions):

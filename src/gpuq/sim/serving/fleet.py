@@ -46,7 +46,7 @@ from gpuq.sim.serving.modelled_metrics import observe
 from gpuq.sim.serving.replica_model import LatencyBook, steady
 
 if TYPE_CHECKING:
-    from gpuq.sim.simulator import JobRun, Simulation
+    from gpuq.sim.simulator import SimRun, Simulation
 
 REPLICA_CHECKPOINT_S = 1e-6
 """A preempted replica loses no work (a server has none to lose): checkpointed continuously."""
@@ -156,7 +156,7 @@ class ServingFleet:
     def is_replica(self, key: str) -> bool:
         return key in self._by_key
 
-    def startup_s(self, run: JobRun, now: float, default: float, sim: Simulation) -> float:
+    def startup_s(self, run: SimRun, now: float, default: float, sim: Simulation) -> float:
         """The cold start of a replica bound now (step 2); ``default`` for other workloads."""
         found = self._by_key.get(run.job.key)
         if found is None:
@@ -189,7 +189,7 @@ class ServingFleet:
         svc.cold_starts.append(delay)
         return delay
 
-    def on_ready(self, run: JobRun, now: float) -> None:
+    def on_ready(self, run: SimRun, now: float) -> None:
         found = self._by_key.get(run.job.key)
         if found is None:
             return
@@ -199,7 +199,7 @@ class ServingFleet:
         svc.ready += 1
         self._mark(svc, now)
 
-    def on_stopped(self, run: JobRun, now: float, was_ready: bool, was_bound: bool) -> None:
+    def on_stopped(self, run: SimRun, now: float, was_ready: bool, was_bound: bool) -> None:
         found = self._by_key.get(run.job.key)
         if found is None:
             return
