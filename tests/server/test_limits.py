@@ -1,7 +1,8 @@
-"""What one member may cost the server (docs/serve.md, "Limits"): request bodies.
+"""What one member may cost the server (docs/serve.md, "Limits"): request bodies, YAML alias bombs.
 
 Bodies are refused by ``Content-Length`` before they are read, and counted as they stream in when the
-length is absent, so a large body neither lands in memory nor reaches a handler.
+length is absent, so a large body neither lands in memory nor reaches a handler. YAML whose aliases
+would expand it past the loader's bound is a fast 422, in a request or in the YAML a manifest holds.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gpuq.api.loader import MAX_ALIAS_NODES
 from gpuq.server.kinds import API_PREFIX
 from gpuq.server.limits import Limits
 from server.conftest import Plane, dump, job, make_plane
+from server.test_cli_commands import Gpuq, gpuq  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = Limits(max_body_bytes=64 << 10, service_max_body_bytes=128 << 10)
@@ -186,3 +189,84 @@ def test_a_huge_body_is_refused_and_the_servers_memory_stays_flat(
     answer = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)  # and it still serves
     assert answer.status_code == 200
     assert json.loads(answer.text)["ok"] is True
+
+
+# -- YAML alias bombs -----------------------------------------------------------------------------------
+
+REFUSED = f"YAML aliases expand past {MAX_ALIAS_NODES} nodes: refused"
+
+
+def laughs(indent: str) -> str:
+    """The "billion laughs" (10^9 nodes once expanded, 620 bytes)."""
+    lines = [f"{indent}a0: &a0 [" + ",".join(['"lol"'] * 9) + "]"]
+    lines += [f"{indent}a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    return "\n".join(lines) + "\n"
+
+
+BOMB_JOB = (
+    "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: lol\n  namespace: team-a\n  annotations:\n"
+    + laughs("    ")
+    + "spec: {template: {spec: {containers: [{name: m, image: x, command: [x]}]}}}\n"
+)
+BOMB_RAYJOB = (
+    "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: env, namespace: team-a}\nspec:\n"
+    "  entrypoint: python -c pass\n  runtimeEnvYAML: |\n" + laughs("    ")
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "field"),
+    [(BOMB_JOB, 11, ""), (BOMB_RAYJOB, 6, "spec.runtimeEnvYAML")],
+    ids=["in the request", "in a RayJob's runtimeEnvYAML"],
+)
+def test_a_yaml_alias_bomb_is_a_fast_422_that_changes_nothing(
+    plane: Plane, text: str, line: int, field: str
+) -> None:
+    before = plane.snapshot()
+    started = time.monotonic()
+    answer = plane.apply(text, plane.team_a)
+    took = time.monotonic() - started
+    assert answer.status_code == 422, answer.text
+    assert took < 1.0, f"{took:.2f} s"
+    assert "aliases, recursion or depth" in answer.json()["message"]
+    [diagnostic] = answer.json()["diagnostics"]
+    assert (diagnostic["path"], diagnostic["line"], diagnostic["field"]) == ("<request>", line, field)
+    assert diagnostic["message"].startswith(REFUSED)
+    assert plane.snapshot() == before
+
+
+def test_a_manifest_with_a_few_aliases_applies(plane: Plane) -> None:
+    text = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: shared
+  namespace: team-a
+  labels: &labels {kueue.x-k8s.io/queue-name: q}
+spec:
+  template:
+    metadata: {labels: *labels}
+    spec:
+      containers:
+      - {name: a, image: x, command: [x], resources: &one {requests: {nvidia.com/gpu: 1}}}
+      - {name: b, image: x, command: [x], resources: *one}
+"""
+    answer = plane.apply(text, plane.team_a)
+    assert answer.status_code == 200, answer.text
+    stored = plane.store.get_workload("team-a", "shared")
+    assert stored is not None
+    assert stored.manifest["spec"]["template"]["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "q"}
+
+
+def test_gpuq_delete_f_refuses_a_bomb_in_a_file(
+    plane: Plane,
+    gpuq: Gpuq,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text(BOMB_JOB)
+    started = time.monotonic()
+    result = gpuq("delete", "-f", str(path), token=plane.team_a)
+    assert time.monotonic() - started < 2.0
+    assert result.exit_code == 1
+    assert f"{path}:11: {REFUSED}" in result.stderr

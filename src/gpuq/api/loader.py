@@ -5,7 +5,10 @@
 1. collect the inputs (files; directories recursively, ``*.yaml``, ``*.yml``,
    ``*.json`` in sorted order; ``-`` for stdin, shown as ``<stdin>``);
 2. split each into documents, remembering the line of every field
-   (``kind: List`` documents are expanded; empty documents are skipped);
+   (``kind: List`` documents are expanded; empty documents are skipped); a text whose
+   YAML aliases would expand it past :data:`MAX_ALIAS_NODES` nodes (a "billion laughs"),
+   whose aliases recurse, or that nests deeper than :data:`MAX_DEPTH` is refused with one
+   diagnostic before anything walks it;
 3. turn each document into a typed model (:mod:`gpuq.api.kueue`), workload
    sources through :mod:`gpuq.api.sources`; type errors become error
    diagnostics, unknown fields warnings; sources without a queue-name label get
@@ -58,6 +61,12 @@ from gpuq.core.nodes import Node
 STDIN = "<stdin>"
 SUFFIXES = (".yaml", ".yml", ".json")
 _YamlLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_ALIAS_NODES = 10_000
+"""Nodes YAML aliases may add to one text, all its documents together (each use of an alias counts
+its anchor's whole subtree again): past it the text is refused, in milliseconds, rather than expanded
+by whatever walks it next (a 620-byte "billion laughs" expands to 10^9 nodes)."""
+MAX_DEPTH = 100
+"""Deepest nesting of collections a YAML text may have (Kubernetes manifests need about 15)."""
 FOREIGN_KINDS = frozenset(
     {
         ("", "ConfigMap"),
@@ -249,13 +258,22 @@ def expand_path(path: str) -> list[str]:
 # --- step 2: documents ----------------------------------------------------------------------
 
 
+class YamlRefused(yaml.MarkedYAMLError):
+    """A YAML text refused for what reading it would cost (:data:`MAX_ALIAS_NODES`, :data:`MAX_DEPTH`,
+    recursive aliases); ``problem`` says which, ``problem_mark`` where."""
+
+
 def parse_documents(path: str, text: str) -> tuple[list[Document], list[Diagnostic]]:
-    """Split ``text`` into documents with field lines; a syntax error gives one diagnostic.
+    """Split ``text`` into documents with field lines; a syntax error gives one diagnostic, and so
+    does a text refused for its aliases or depth (:class:`YamlRefused`).
 
     JSON files that YAML cannot read (tabs, for instance) are read as JSON without field lines.
     """
     try:
         return list(_yaml_documents(path, text)), []
+    except YamlRefused as err:
+        line = err.problem_mark.line + 1 if err.problem_mark is not None else 1
+        return [], [Diagnostic(path, line, "", "", "", str(err.problem))]
     except yaml.YAMLError as err:
         if path.endswith(".json"):
             return _json_document(path, text)
@@ -265,11 +283,80 @@ def parse_documents(path: str, text: str) -> tuple[list[Document], list[Diagnost
         return [], [Diagnostic(path, line, "", "", "", f"malformed YAML: {problem}")]
 
 
+def yaml_refusal(text: str) -> tuple[int, str] | None:
+    """``(line, message)`` when :func:`parse_documents` would refuse ``text`` for its aliases or depth,
+    else None (a syntax error included: it is left to whoever reads the text). For YAML held in a
+    string field of a manifest (a RayJob's ``runtimeEnvYAML``), which something parses later."""
+    loader = _YamlLoader(text)
+    budget = _AliasBudget()
+    try:
+        while loader.check_node():
+            budget.check(loader.get_node())
+    except YamlRefused as err:
+        return (err.problem_mark.line + 1 if err.problem_mark is not None else 1), str(err.problem)
+    except yaml.YAMLError:
+        return None
+    finally:
+        loader.dispose()
+    return None
+
+
+class _AliasBudget:
+    """What aliases add to one text's documents, and the checks of :data:`MAX_ALIAS_NODES` and
+    :data:`MAX_DEPTH`; linear in the distinct nodes (each subtree's expanded size is counted once)."""
+
+    def __init__(self, limit: int = MAX_ALIAS_NODES, depth: int = MAX_DEPTH) -> None:
+        self.limit = limit
+        self.depth = depth
+        self.added = 0
+
+    def check(self, root: yaml.Node) -> None:
+        """Raise :class:`YamlRefused` when ``root``'s document breaks a bound (this text's aliases so far
+        included)."""
+        self._sizes: dict[int, int] = {}  # id(node) -> expanded size; the nodes live as long as root
+        self._open: set[int] = set()
+        self._size(root, 0, root.start_mark)
+
+    def _size(self, node: yaml.Node, depth: int, where: Any) -> int:
+        key = id(node)
+        known = self._sizes.get(key)
+        if known is not None:  # a second use of the node: an alias
+            self.added += known
+            if self.added > self.limit:
+                raise YamlRefused(
+                    problem=f"YAML aliases expand past {self.limit} nodes: refused", problem_mark=where
+                )
+            return known
+        if key in self._open:
+            raise YamlRefused(
+                problem="a YAML alias refers to a node that contains it: refused", problem_mark=where
+            )
+        if depth > self.depth:
+            raise YamlRefused(
+                problem=f"YAML nests deeper than {self.depth} levels: refused", problem_mark=node.start_mark
+            )
+        self._open.add(key)
+        size = 1
+        if isinstance(node, yaml.MappingNode):
+            for name, value in node.value:
+                size += self._size(name, depth + 1, name.start_mark) + self._size(
+                    value, depth + 1, name.start_mark
+                )
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                size += self._size(item, depth + 1, node.start_mark)
+        self._open.discard(key)
+        self._sizes[key] = size
+        return size
+
+
 def _yaml_documents(path: str, text: str) -> Iterator[Document]:
     loader = _YamlLoader(text)
+    budget = _AliasBudget()
     try:
         while loader.check_node():
             node = loader.get_node()
+            budget.check(node)  # before anything walks the document: construction, line recording
             data = loader.construct_document(node)
             if data is None:
                 continue

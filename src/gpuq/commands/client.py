@@ -19,7 +19,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from gpuq.api.loader import STDIN, expand_path
+from gpuq.api.loader import STDIN, expand_path, parse_documents
 from gpuq.server import tables
 
 if TYPE_CHECKING:
@@ -184,14 +184,11 @@ def delete(
     targets: list[tuple[str, str, str]] = []
     if files:
         for path, text in _texts(files):
-            try:
-                documents = [d for d in yaml.safe_load_all(text) if d is not None]
-            except yaml.YAMLError as error:
-                err.print(
-                    f"error: {path}: malformed YAML: {error}", style="red", highlight=False, markup=False
-                )
-                raise typer.Exit(1) from error
-            for document in documents:
+            parsed, problems = parse_documents(path, text)  # aliases bounded as everywhere else
+            if problems:
+                err.print(f"error: {problems[0]}", style="red", highlight=False, markup=False)
+                raise typer.Exit(1)
+            for document in (d.data for d in parsed):
                 key = document_key(document)
                 if key is None or (resolved := resolve_kind(key[0])) is None:
                     err.print(f"error: {path}: cannot delete {document!r:.80}", style="red", highlight=False)

@@ -3,7 +3,9 @@
 A request is one YAML or JSON text of one or many documents (``kind: List`` expanded).
 :func:`read_request`, :func:`plan_apply` and :func:`execute` are its steps:
 
-1. read the documents (a syntax error, an empty body or a kind a live control plane
+1. read the documents (a syntax error, an empty body, YAML aliases that expand past
+   ``loader.MAX_ALIAS_NODES``, also in the YAML a manifest holds in a string (a RayJob's
+   ``runtimeEnvYAML``, a RayService's ``serveConfigV2``), or a kind a live control plane
    refuses is a 422 with the loader's diagnostics, file ``<request>``);
 2. (the route authorizes every document's kind and namespace here: 403);
 3. validate the documents together with the stored configuration objects through the
@@ -36,7 +38,7 @@ import yaml
 
 from gpuq.api import kueue, machine_checks
 from gpuq.api.diagnostics import Diagnostic
-from gpuq.api.loader import expand_lists, load_texts, parse_documents
+from gpuq.api.loader import Document, expand_lists, load_texts, parse_documents, yaml_refusal
 from gpuq.api.references import workload_manifests
 from gpuq.core.model import Workload
 from gpuq.core.nodes import Node
@@ -47,6 +49,12 @@ from gpuq.snapshot.manifests import SUBMITTED_BY
 
 REQUEST = "<request>"
 STORED_KINDS = frozenset({WORKLOAD, *CLUSTER_KINDS, *NAMESPACED_KINDS, *REFUSED_KINDS})
+EMBEDDED_YAML: dict[str, tuple[str, ...]] = {
+    "RayJob": ("spec", "runtimeEnvYAML"),
+    "RayService": ("spec", "serveConfigV2"),
+}
+"""String fields holding YAML that gpuq parses later (the loop, the serving reader): bounded here."""
+_COSTLY = "the request's YAML is refused: its aliases, recursion or depth would cost too much to read"
 
 
 @dataclass(frozen=True)
@@ -83,8 +91,10 @@ def read_request(text: str) -> list[Item]:
     """Step 1: the documents of ``text``, each with a key; unreadable ones are left to step 3."""
     documents, errors = parse_documents(REQUEST, text)
     if errors:
-        raise ApiError(422, "the request is not valid YAML or JSON", errors)
+        costly = any(e.message.endswith(": refused") for e in errors)  # loader.YamlRefused
+        raise ApiError(422, _COSTLY if costly else "the request is not valid YAML or JSON", errors)
     diagnostics: list[Diagnostic] = []
+    embedded: list[Diagnostic] = []
     items: list[Item] = []
     for document in documents:
         for part in expand_lists(document, diagnostics):
@@ -96,7 +106,10 @@ def read_request(text: str) -> list[Item]:
             kind = str(data["kind"])
             if kind in REFUSED_KINDS and kueue.model_for(str(data.get("apiVersion", "")), kind) is not None:
                 diagnostics.append(Diagnostic(REQUEST, part.line, kind, key[2], "kind", REFUSED_KINDS[kind]))
+            embedded += _embedded_yaml(part, kind, key[2])
             items.append(Item(_normalized(data), part.line, key))
+    if embedded:
+        raise ApiError(422, _COSTLY, embedded)
     seen: dict[tuple[str, str, str], Item] = {}
     for item in items:
         first = seen.setdefault(item.key, item)
@@ -110,6 +123,24 @@ def read_request(text: str) -> list[Item]:
     if not items:
         raise ApiError(422, "the request holds no document")
     return items
+
+
+def _embedded_yaml(part: Document, kind: str, name: str) -> list[Diagnostic]:
+    """The YAML a manifest holds in a string field (:data:`EMBEDDED_YAML`), refused as a request's own
+    YAML would be when its aliases expand past the loader's bound (line: the field's)."""
+    path = EMBEDDED_YAML.get(kind)
+    value: Any = part.data
+    for step in path or ():
+        value = value.get(step) if isinstance(value, dict) else None
+    if path is None or not isinstance(value, str):
+        return []
+    refused = yaml_refusal(value)
+    if refused is None:
+        return []
+    line, message = refused
+    field = ".".join(path)
+    where = f"{message} (line {line} of the YAML in {field})"
+    return [Diagnostic(REQUEST, part.line_of(path), kind, name, field, where)]
 
 
 def _normalized(document: dict[str, Any]) -> dict[str, Any]:

@@ -23,11 +23,16 @@ def context_path() -> Path:
 
 
 def read_context(path: Path | None = None) -> dict[str, str]:
-    """The file's ``server`` and ``token``; empty when it is absent or unreadable."""
+    """The file's ``server`` and ``token``; empty when it is absent or unreadable (or its YAML aliases
+    expand past the loader's bound)."""
+    from gpuq.api.loader import parse_documents
+
+    path = path or context_path()
     try:
-        data = yaml.safe_load((path or context_path()).read_text())
-    except (OSError, yaml.YAMLError):
+        documents, problems = parse_documents(str(path), path.read_text())
+    except OSError:
         return {}
+    data = documents[0].data if documents and not problems else None
     if not isinstance(data, dict):
         return {}
     return {k: str(v) for k, v in data.items() if k in ("server", "token") and v}
