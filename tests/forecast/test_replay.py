@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from gpuq.api.loader import load
 from gpuq.cli import app
+from gpuq.core.lifecycle import WorkloadState
 from gpuq.core.model import ClusterConfig, PodSet, Workload
 from gpuq.core.nodes import GPU, Node
 from gpuq.forecast.forecast import ForecastSettings
@@ -26,7 +27,7 @@ from gpuq.forecast.replay import (
     score,
 )
 from gpuq.sim.jobs import SimJob
-from gpuq.sim.simulator import JobStatus, SimSettings, Simulation
+from gpuq.sim.simulator import SimSettings, Simulation
 from gpuq.snapshot.runtimes import EstimatorSettings, Profile, RuntimeEstimator, Source
 
 runner = CliRunner()
@@ -338,4 +339,4 @@ def test_forecast_settings_reach_the_forecast(cluster: tuple[ClusterConfig, tupl
     )
     # b starts 50 after the probe (within 100), c 250 after (beyond).
     assert (result.overall.predictions, result.overall.beyond_horizon) == (1, 1)
-    assert made[0].runs["team-a/c"].status == JobStatus.SUCCEEDED
+    assert made[0].runs["team-a/c"].status == WorkloadState.SUCCEEDED

@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuq.api.loader import load
+from gpuq.core.lifecycle import WorkloadState
 from gpuq.sim.jobs import to_sim_jobs
-from gpuq.sim.simulator import JobStatus, SimSettings, Simulation
+from gpuq.sim.simulator import SimSettings, Simulation
 from gpuq.sim.traces.model import TraceJob
 
 CONFIG = (
@@ -109,7 +110,7 @@ def test_simulation_laws(
     recorder = result.recorder
     for run in result.runs.values():
         # Every workload ends exactly once, finished, and its kept work is exactly its duration.
-        assert run.status == JobStatus.SUCCEEDED and run.ended is not None
+        assert run.status == WorkloadState.SUCCEEDED and run.ended is not None
         assert run.gpu_s == pytest.approx(run.job.duration_s * run.job.gpus + run.lost_gpu_s)
         assert run.lost_gpu_s >= 0 and run.preempted <= run.evictions
         assert run.first_admitted is not None and run.first_started is not None

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 
 from gpuq.api.scenario import Generator
+from gpuq.core.lifecycle import WorkloadState
 from gpuq.sim.generator import generate
 from gpuq.sim.metrics import checkpoint_metrics
 from gpuq.sim.provisioning.provisioner import Provisioner
 from gpuq.sim.provisioning.report import cost_metrics, provisioning_metrics
 from gpuq.sim.report import render_report
 from gpuq.sim.scenario import ScenarioError, load_workloads, plan_scenario, prepare
-from gpuq.sim.simulator import JobStatus, SimResult
+from gpuq.sim.simulator import SimResult
 
 QUEUE = """\
 apiVersion: kueue.x-k8s.io/v1beta2
@@ -127,7 +128,7 @@ def log(prov: Provisioner, *kinds: str) -> list[tuple[float, str, str]]:
     return [(t, kind, subject) for t, kind, subject, _ in prov.log if kind in kinds]
 
 
-def times(result: SimResult, key: str) -> tuple[float | None, float | None, JobStatus]:
+def times(result: SimResult, key: str) -> tuple[float | None, float | None, WorkloadState]:
     r = result.runs[key]
     return r.first_started, r.ended, r.status
 
@@ -150,9 +151,9 @@ def test_pool_max_caps_arrivals_and_scales_to_zero_after_idle(tmp_path: Path) ->
         (7920.0, "scale-down", "box-00"),  # then to zero (min 0)
     ]
     assert [times(result, f"team-a/a{i}") for i in (1, 2, 3)] == [
-        (120.0, 3720.0, JobStatus.SUCCEEDED),
-        (120.0, 3720.0, JobStatus.SUCCEEDED),
-        (3720.0, 7320.0, JobStatus.SUCCEEDED),
+        (120.0, 3720.0, WorkloadState.SUCCEEDED),
+        (120.0, 3720.0, WorkloadState.SUCCEEDED),
+        (3720.0, 7320.0, WorkloadState.SUCCEEDED),
     ]
     assert prov.counters.nodes_added == 2
 
@@ -261,7 +262,7 @@ def test_consolidation_respects_a_pod_disruption_budget(
                 (2220.0, "request-waiting", "team-a/big"),
                 (2820.0, "request-rejected", "team-a/big"),
             ],
-            JobStatus.INACTIVE,
+            WorkloadState.INACTIVE,
         ),
         (
             "the fourth node comes back in stock: all four are provisioned together",
@@ -275,12 +276,12 @@ def test_consolidation_respects_a_pod_disruption_budget(
                 (1060.0, "request-provisioned", "team-a/big"),
                 (4660.0, "request-released", "team-a/big"),
             ],
-            JobStatus.SUCCEEDED,
+            WorkloadState.SUCCEEDED,
         ),
     ],
 )
 def test_queued_provisioning_is_all_or_nothing_with_backoff(
-    tmp_path: Path, name: str, stock: str, expected: list[tuple[float, str, str]], status: JobStatus
+    tmp_path: Path, name: str, stock: str, expected: list[tuple[float, str, str]], status: WorkloadState
 ) -> None:
     spec = f"autoscaling: {{min: 0, max: 8}}\nprovisioning: {{boot: 60s}}\nlabels: {{dws: 'yes'}}\n{stock}"
     result, prov = run(
@@ -297,7 +298,7 @@ def test_queued_provisioning_is_all_or_nothing_with_backoff(
     assert result.runs["team-a/big"].status == status
     # Nothing partial: either no node ever joined, or all four at once.
     assert prov.counters.nodes_added in (0, 4)
-    if status == JobStatus.SUCCEEDED:
+    if status == WorkloadState.SUCCEEDED:
         assert times(result, "team-a/big")[:2] == (1060.0, 4660.0)
         assert prov.queued.waits_s == [1060.0]
 
@@ -332,8 +333,8 @@ def test_a_failed_attempt_releases_the_quota_through_its_backoff(tmp_path: Path)
         (2880.0, "request-rejected", "team-a/big"),  # attempt 4 > backoffLimitCount 3
     ]
     big, small = result.runs["team-a/big"], result.runs["team-a/small"]
-    assert (big.status, big.evictions, big.ended) == (JobStatus.INACTIVE, 3, 2880.0)
-    assert (small.status, small.first_admitted, small.ended) == (JobStatus.SUCCEEDED, 600.0, 720.0)
+    assert (big.status, big.evictions, big.ended) == (WorkloadState.INACTIVE, 3, 2880.0)
+    assert (small.status, small.first_admitted, small.ended) == (WorkloadState.SUCCEEDED, 600.0, 720.0)
     assert prov.queued.counts == {"created": 2, "provisioned": 1, "retries": 3, "rejected": 1, "reclaimed": 0}
 
 
@@ -357,19 +358,19 @@ def test_flex_start_stops_the_run_at_max_run_duration(tmp_path: Path) -> None:
         (7380.0, "request-provisioned", "team-a/train"),
     ]
     train = result.runs["team-a/train"]
-    assert (train.status, train.ended, train.evictions) == (JobStatus.SUCCEEDED, 8580.0, 2)
+    assert (train.status, train.ended, train.evictions) == (WorkloadState.SUCCEEDED, 8580.0, 2)
     assert train.lost_gpu_s == 2 * 600 * 8
 
 
 @pytest.mark.parametrize(
     ("name", "duration", "status", "ended"),
     [
-        ("a job that ends inside the window runs at its start", 3600, JobStatus.SUCCEEDED, 7200.0),
-        ("a job too long for the window is not admitted into it", 90000, JobStatus.INACTIVE, 3600.0),
+        ("a job that ends inside the window runs at its start", 3600, WorkloadState.SUCCEEDED, 7200.0),
+        ("a job too long for the window is not admitted into it", 90000, WorkloadState.INACTIVE, 3600.0),
     ],
 )
 def test_calendar_window_admits_only_jobs_that_end_before_it_closes(
-    tmp_path: Path, name: str, duration: int, status: JobStatus, ended: float
+    tmp_path: Path, name: str, duration: int, status: WorkloadState, ended: float
 ) -> None:
     spec = "autoscaling: {min: 0, max: 2}\nprovisioning: {boot: 60s}\nlabels: {dws: 'yes'}"
     result, _prov = run(
@@ -537,7 +538,7 @@ def test_the_capacity_example_leaves_no_workload_holding_quota_without_a_node() 
     trace = load_workloads(plan)
     for variant in plan.variants:
         result = prepare(plan, variant, trace).simulation().run()
-        left = sorted(k for k, r in result.runs.items() if r.status != JobStatus.SUCCEEDED)
+        left = sorted(k for k, r in result.runs.items() if r.status != WorkloadState.SUCCEEDED)
         assert left == [], variant.name
 
 
@@ -551,7 +552,7 @@ def test_idle_alerts_per_pool_and_per_namespace(tmp_path: Path) -> None:
         "{idleAlertAfter: 30m}",
         settings="{startupDelay: 40m}",
     )
-    assert times(result, "team-a/a1") == (2400.0, 6000.0, JobStatus.SUCCEEDED)
+    assert times(result, "team-a/a1") == (2400.0, 6000.0, WorkloadState.SUCCEEDED)
     assert result.span_s == 6600.0
     cost = cost_metrics(prov, result)
     # Four GPUs never allocated: free 0..6600, four alerts. The job's four: free 6000..6600, under

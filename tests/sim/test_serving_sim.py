@@ -12,12 +12,13 @@ from gpuq.api.loader import load_texts
 from gpuq.api.serving_scenario import ServingSection
 from gpuq.core.autoscaling.replicas import Pod, PodMetrics
 from gpuq.core.autoscaling.sync import sync
+from gpuq.core.lifecycle import WorkloadState
 from gpuq.core.model import PodSet, Workload
 from gpuq.sim.jobs import SimJob
 from gpuq.sim.serving.fleet import ServiceRun, ServingFleet
 from gpuq.sim.serving.plan import serving_plan
 from gpuq.sim.serving.replica_model import LatencyBook, erlang_c, steady
-from gpuq.sim.simulator import JobStatus, SimResult, SimSettings, Simulation
+from gpuq.sim.simulator import SimResult, SimSettings, Simulation
 
 
 def cluster(gpus: int, nodes: int = 4, preemption: str = "") -> str:
@@ -245,7 +246,7 @@ def test_a_pod_disruption_budget_protects_its_minimum_from_preemption(
     if preempted:
         assert urgent.first_admitted == 50.0
     else:
-        assert urgent.status == JobStatus.PENDING and urgent.first_admitted is None
+        assert urgent.status == WorkloadState.PENDING and urgent.first_admitted is None
         assert svc.ready == 3
 
 

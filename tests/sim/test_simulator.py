@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from gpuq.api.loader import load
+from gpuq.core.lifecycle import WorkloadState
 from gpuq.sim.jobs import to_sim_jobs
-from gpuq.sim.simulator import JobStatus, NodeChange, SimResult, SimSettings, Simulation
+from gpuq.sim.simulator import NodeChange, SimResult, SimSettings, Simulation
 from gpuq.sim.traces.model import TraceJob
 
 TWO_TEAMS = """
@@ -149,7 +150,7 @@ def test_hand_computed_timelines(
     result = simulate(cluster(tmp_path, **options), jobs)  # type: ignore[arg-type]
     for key, (admitted, started, ended) in expected.items():
         assert times(result, key) == (admitted, started, ended), key
-        assert result.runs[key].status == JobStatus.SUCCEEDED
+        assert result.runs[key].status == WorkloadState.SUCCEEDED
     for key, (preempted, lost_gpu_s) in losses.items():
         assert (result.runs[key].preempted, result.runs[key].lost_gpu_s) == (preempted, lost_gpu_s)
 
@@ -220,10 +221,10 @@ def test_the_horizon_stops_the_run_with_work_in_flight(tmp_path: Path) -> None:
     jobs = [job("a1", "team-a", 0, 100, 8), job("a2", "team-a", 10, 10, 8)]
     result = simulate(cluster(tmp_path, quota=8), jobs, SimSettings(horizon_s=50))
     assert result.span_s == 50
-    assert result.runs["team-a/a1"].status == JobStatus.RUNNING
+    assert result.runs["team-a/a1"].status == WorkloadState.RUNNING
     assert result.runs["team-a/a1"].gpu_s == 400
     # a2 borrows team-b's quota and is admitted, but no node holds it before the horizon.
-    assert result.runs["team-a/a2"].status == JobStatus.ADMITTED
+    assert result.runs["team-a/a2"].status == WorkloadState.ADMITTED
     assert result.runs["team-a/a2"].first_bound is None
 
 
@@ -231,5 +232,5 @@ def test_a_workload_without_its_local_queue_is_inadmissible(tmp_path: Path) -> N
     missing = TraceJob("x", "team-c", "q", 0, 10, gpu_milli=1000)
     result = simulate(cluster(tmp_path), [missing])
     run = result.runs["team-c/x"]
-    assert run.status == JobStatus.INADMISSIBLE
+    assert run.status == WorkloadState.INADMISSIBLE
     assert "LocalQueue q doesn't exist in namespace team-c" in run.reason

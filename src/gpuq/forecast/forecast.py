@@ -20,11 +20,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from gpuq.core.lifecycle import WorkloadState
 from gpuq.core.model import Workload
 from gpuq.forecast.fork import Forked, can_fork
 from gpuq.forecast.queue_model import Holding, Waiting, continue_queue
 from gpuq.sim.jobs import SimJob
-from gpuq.sim.simulator import JobStatus, NodeChange, Resident, SimSettings, Simulation
+from gpuq.sim.simulator import NodeChange, Resident, SimSettings, Simulation
 from gpuq.snapshot.cluster import NodeArrival, Snapshot
 from gpuq.snapshot.runtimes import Estimate, Profile, RuntimeEstimator
 
@@ -217,7 +218,7 @@ def _continue(simulation: Simulation, settings: ForecastSettings) -> dict[str, O
             outcomes[key] = Outcome(
                 run.first_admitted, run.first_started if run.first_started is not None else started, ends
             )
-        elif run.status == JobStatus.PENDING and run.cluster_queue is not None:
+        elif run.status == WorkloadState.PENDING and run.cluster_queue is not None:
             workload = scheduler.workloads.get(key, run.job.workload)
             backoff = workload.requeue_at if workload.requeue_at is not None else -math.inf
             waiting.append(Waiting(workload, run.cluster_queue, run.remaining_s, backoff))

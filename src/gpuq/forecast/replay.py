@@ -16,9 +16,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from gpuq.core.lifecycle import WorkloadState
 from gpuq.forecast.forecast import Forecast, ForecastSettings, forecast
 from gpuq.sim.jobs import SimJob
-from gpuq.sim.simulator import JobStatus, SimRun, Simulation
+from gpuq.sim.simulator import SimRun, Simulation
 from gpuq.snapshot.cluster import PendingWorkload, RunningWorkload, Snapshot
 from gpuq.snapshot.runtimes import EstimatorSettings, Finished, Profile, RuntimeEstimator, Source, quantile
 
@@ -27,8 +28,8 @@ ProfileOf = Callable[[SimJob], Profile]
 # Queue-depth bands: (lowest depth, name); a band runs up to the next one's lowest.
 BANDS: tuple[tuple[int, str], ...] = ((1, "1-9"), (10, "10-99"), (100, "100-999"), (1000, "1000+"))
 OVERALL = "all"
-HELD = (JobStatus.QUOTA_RESERVED, JobStatus.ADMITTED, JobStatus.RUNNING)
-ENDED = (JobStatus.SUCCEEDED, JobStatus.FAILED)
+HELD = (WorkloadState.QUOTA_RESERVED, WorkloadState.ADMITTED, WorkloadState.RUNNING)
+ENDED = (WorkloadState.SUCCEEDED, WorkloadState.FAILED)
 
 
 def default_profile(job: SimJob) -> Profile:
@@ -72,10 +73,10 @@ class Replay:
                 if held is None:
                     continue
                 placement = placements.get(key) if key not in unplaced else None
-                started = run.started_at if run.status == JobStatus.RUNNING else None
+                started = run.started_at if run.status == WorkloadState.RUNNING else None
                 bindings = placement.bindings if placement is not None else ()
                 running.append(RunningWorkload(held.workload, self.profile(run), started, bindings))
-            elif run.status == JobStatus.PENDING and run.cluster_queue is not None:
+            elif run.status == WorkloadState.PENDING and run.cluster_queue is not None:
                 workload = scheduler.workloads.get(key, run.job.workload)
                 pending.append(PendingWorkload(workload, self.profile(run)))
             elif run.status in ENDED and key not in self._learned:

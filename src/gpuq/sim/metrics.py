@@ -13,14 +13,15 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gpuq.core.lifecycle import WorkloadState
 from gpuq.core.model import ClusterConfig
 from gpuq.sim.recorder import Recorder, nominal_gpus
 from gpuq.sim.series import StepSeries, binned, ratio
-from gpuq.sim.simulator import JobStatus, SimResult, SimRun
+from gpuq.sim.simulator import SimResult, SimRun
 
 SCHEMA = "gpuq.dev/v1alpha1/SimulationMetrics"
 CDF_POINTS = 101
-ENDED = (JobStatus.SUCCEEDED, JobStatus.FAILED)
+ENDED = (WorkloadState.SUCCEEDED, WorkloadState.FAILED)
 
 
 def quantiles(values: Sequence[float]) -> dict[str, Any]:
@@ -69,10 +70,10 @@ def group_stats(runs: Sequence[SimRun]) -> dict[str, Any]:
         "lost_gpu_hours": _round(math.fsum(r.lost_gpu_s for r in runs) / 3600),
         "submitted": len(runs),
         "admitted": sum(1 for r in runs if r.first_admitted is not None),
-        "finished": sum(1 for r in runs if r.status == JobStatus.SUCCEEDED),
-        "failed": sum(1 for r in runs if r.status == JobStatus.FAILED),
+        "finished": sum(1 for r in runs if r.status == WorkloadState.SUCCEEDED),
+        "failed": sum(1 for r in runs if r.status == WorkloadState.FAILED),
         "preempted": sum(r.preempted for r in runs),
-        "pending_at_end": sum(1 for r in runs if r.status == JobStatus.PENDING),
+        "pending_at_end": sum(1 for r in runs if r.status == WorkloadState.PENDING),
     }
 
 
@@ -170,12 +171,12 @@ def _counts(runs: Sequence[SimRun]) -> dict[str, int]:
         "submitted": len(runs),
         "admitted": sum(1 for r in runs if r.first_admitted is not None),
         "started": sum(1 for r in runs if r.first_started is not None),
-        "finished": sum(1 for r in runs if r.status == JobStatus.SUCCEEDED),
-        "failed": sum(1 for r in runs if r.status == JobStatus.FAILED),
+        "finished": sum(1 for r in runs if r.status == WorkloadState.SUCCEEDED),
+        "failed": sum(1 for r in runs if r.status == WorkloadState.FAILED),
         "running_at_end": sum(1 for r in runs if r.status.holds_quota),
-        "pending_at_end": sum(1 for r in runs if r.status == JobStatus.PENDING),
-        "inadmissible": sum(1 for r in runs if r.status == JobStatus.INADMISSIBLE),
-        "deactivated": sum(1 for r in runs if r.status == JobStatus.INACTIVE),
+        "pending_at_end": sum(1 for r in runs if r.status == WorkloadState.PENDING),
+        "inadmissible": sum(1 for r in runs if r.status == WorkloadState.INADMISSIBLE),
+        "deactivated": sum(1 for r in runs if r.status == WorkloadState.INACTIVE),
         "preemptions": sum(r.preempted for r in runs),
         "evictions": sum(r.evictions for r in runs),
     }

@@ -61,7 +61,6 @@ _SERVICE_EVENTS = frozenset({EventKind.SERVICE_SYNC})
 _PROVISIONING_EVENTS = frozenset({EventKind.PROVISIONING})
 
 
-JobStatus = WorkloadState  # the one enum of workload states (gpuq.core.lifecycle.states)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +103,7 @@ class SimRun:
     """The mutable life of one simulated workload."""
 
     job: SimJob
-    status: JobStatus = JobStatus.PENDING
+    status: WorkloadState = WorkloadState.PENDING
     cluster_queue: str | None = None
     remaining_s: float = 0.0
     first_admitted: float | None = None
@@ -349,7 +348,7 @@ class Simulation:
             job = resident.job
             admission = job.workload.admission
             assert admission is not None, f"{job.key}: a resident must carry its admission"
-            run = SimRun(job, status=JobStatus.ADMITTED, remaining_s=resident.remaining_s)
+            run = SimRun(job, status=WorkloadState.ADMITTED, remaining_s=resident.remaining_s)
             run.first_admitted = min(job.workload.quota_reserved_time or 0.0, 0.0)
             self.runs[job.key] = run
             holds = self.life.adopt(
@@ -359,9 +358,9 @@ class Simulation:
                 run.first_admitted = None
                 run.cluster_queue = self.life.lives[job.key].cluster_queue
                 if run.cluster_queue is None:
-                    run.status = JobStatus.INADMISSIBLE
+                    run.status = WorkloadState.INADMISSIBLE
                 else:
-                    run.status = JobStatus.PENDING
+                    run.status = WorkloadState.PENDING
                     self.recorder.team_pending(0.0, job.team, 1)
                 continue
             cluster_queue = self.scheduler.cluster_queue_of(job.key)
@@ -462,8 +461,8 @@ class Simulation:
         self.life.submit(job.workload, now)
         life = self.life.lives[job.key]
         run.cluster_queue = life.cluster_queue
-        if life.state == JobStatus.INADMISSIBLE:
-            run.status, run.reason = JobStatus.INADMISSIBLE, life.message
+        if life.state == WorkloadState.INADMISSIBLE:
+            run.status, run.reason = WorkloadState.INADMISSIBLE, life.message
             return
         self.recorder.team_pending(now, job.team, 1)
 
@@ -487,7 +486,7 @@ class Simulation:
 
     def _on_reserved(self, effect: Reserved) -> None:
         run = self.runs[effect.key]
-        run.held = effect.state == JobStatus.QUOTA_RESERVED
+        run.held = effect.state == WorkloadState.QUOTA_RESERVED
         run.status = effect.state
         run.version += 1
         if run.first_admitted is None:
@@ -520,14 +519,14 @@ class Simulation:
 
     def _on_state_changed(self, effect: StateChanged) -> None:
         run = self.runs[effect.key]
-        if effect.state == JobStatus.RUNNING:
+        if effect.state == WorkloadState.RUNNING:
             self._running(run, effect.at)
         else:
             run.status = effect.state
-            run.held = effect.state == JobStatus.QUOTA_RESERVED
+            run.held = effect.state == WorkloadState.QUOTA_RESERVED
 
     def _running(self, run: SimRun, now: float) -> None:
-        run.status = JobStatus.RUNNING
+        run.status = WorkloadState.RUNNING
         run.started_at = now
         if run.first_started is None:
             run.first_started = now
@@ -563,7 +562,7 @@ class Simulation:
         """Release what ``run`` holds (GPU time and cost accounted); the seconds it ran."""
         ran = now - run.started_at if run.started_at is not None else 0.0
         if self.services is not None:
-            self.services.on_stopped(run, now, run.status == JobStatus.RUNNING, run.bound_at is not None)
+            self.services.on_stopped(run, now, run.status == WorkloadState.RUNNING, run.bound_at is not None)
         if self.provisioning is not None:
             self.provisioning.on_stopped(run, now)
         if run.bound_at is not None:
@@ -612,7 +611,7 @@ class Simulation:
         run.reason = effect.message
         if was_bound:
             self.recorder.team_pending(now, run.job.team, 1)
-        run.status = JobStatus.PENDING
+        run.status = WorkloadState.PENDING
         run.held = False
 
     def _on_released(self, effect: Released) -> None:
@@ -632,7 +631,7 @@ class Simulation:
             run.checkpoint_overhead_s += written * run.job.checkpoint_cost_s
             self._stop(run, now)
             run.remaining_s = 0.0
-        elif effect.previous == JobStatus.PENDING:  # withdrawn while it waited
+        elif effect.previous == WorkloadState.PENDING:  # withdrawn while it waited
             self.recorder.team_pending(now, run.job.team, -1)
             run.version += 1
         elif effect.previous.holds_quota:
@@ -708,7 +707,7 @@ class Simulation:
         """Delete a workload wherever it is (a replica scaled away): it ends as Succeeded."""
         run = self.runs[key]
         if self.life.state_of(key) is None:  # ended already
-            run.status, run.ended, run.reason = JobStatus.SUCCEEDED, now, reason
+            run.status, run.ended, run.reason = WorkloadState.SUCCEEDED, now, reason
             return
         self.life.handle(ev.Withdrawn(key, reason, now))
 

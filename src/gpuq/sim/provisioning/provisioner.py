@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from gpuq.core.lifecycle import WorkloadState
 from gpuq.core.model import Workload
 from gpuq.core.placement.capacity import NodeCapacity
 from gpuq.core.provisioning.autoscaler import PoolSpec, plan_scale_down, plan_scale_up
@@ -48,14 +49,14 @@ from gpuq.sim.events import Event, EventKind
 from gpuq.sim.provisioning.queued_requests import QueuedProvisioning
 from gpuq.sim.provisioning.setup import ProvisioningSetup
 from gpuq.sim.series import StepSeries
-from gpuq.sim.simulator import JobStatus, SimRun, Simulation
+from gpuq.sim.simulator import SimRun, Simulation
 
 CLASS_LABEL = "cloud.google.com/compute-class"
 Handler = Callable[[str, int, float, Simulation], None]
 """One kind of wake-up: called with its key (a node, workload, pool or trace index), its token
 (a node's epoch or a request's attempt, to ignore stale wake-ups), now and the simulation."""
 _BACKGROUND = frozenset({"notice", "interrupt", "trace", "stock"})
-_ACTIVE = (JobStatus.PENDING, JobStatus.QUOTA_RESERVED, JobStatus.ADMITTED, JobStatus.RUNNING)
+_ACTIVE = (WorkloadState.PENDING, WorkloadState.QUOTA_RESERVED, WorkloadState.ADMITTED, WorkloadState.RUNNING)
 
 
 @dataclass(frozen=True, slots=True)
@@ -521,7 +522,7 @@ class Provisioner:
         running = [
             _pod_info(f"{key}/{i}", run, None)
             for key, run in sorted(sim.runs.items())
-            if run.status == JobStatus.RUNNING
+            if run.status == WorkloadState.RUNNING
             for i in range(run.job.workload.pod_sets[0].count)
         ]
         return [
@@ -547,7 +548,7 @@ class Provisioner:
         for key, (class_name, rule) in sorted(self.class_rule.items()):
             run = sim.runs.get(key)
             policy = self.setup.classes[class_name]
-            if run is None or run.status != JobStatus.RUNNING or key in self.migrating or rule == 0:
+            if run is None or run.status != WorkloadState.RUNNING or key in self.migrating or rule == 0:
                 continue
             placement = sim.placer.placements.get(key)
             if placement is None:

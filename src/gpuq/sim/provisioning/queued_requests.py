@@ -28,6 +28,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from gpuq.core.lifecycle import WorkloadState
 from gpuq.core.provisioning.options import PodShape
 from gpuq.core.provisioning.queued import (
     Capacity,
@@ -42,10 +43,12 @@ from gpuq.core.provisioning.queued import (
     step,
 )
 from gpuq.sim.series import StepSeries
-from gpuq.sim.simulator import JobStatus, SimRun, Simulation
+from gpuq.sim.simulator import SimRun, Simulation
 
 if TYPE_CHECKING:
     from gpuq.sim.provisioning.provisioner import Provisioner
+
+_ENDED_OK = (WorkloadState.SUCCEEDED, WorkloadState.FAILED)  # ended by its own work
 
 
 class QueuedProvisioning:
@@ -242,9 +245,9 @@ class QueuedProvisioning:
             run = sim.runs[key]
             if request is None or run.status.holds_quota:
                 continue
-            if request.state == State.RETRY and run.status == JobStatus.PENDING:
+            if request.state == State.RETRY and run.status == WorkloadState.PENDING:
                 continue  # evicted for its check's Retry: the next attempt comes with its next admission
-            if request.state == State.ADMITTED and run.status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
+            if request.state == State.ADMITTED and run.status in _ENDED_OK:
                 step(request, Finish(), now)
             elif request.state in (State.PENDING, State.RETRY):
                 self.waiting.add(now, -1)
