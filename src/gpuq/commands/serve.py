@@ -205,6 +205,12 @@ def serve(
             "--service-max-body-size", help="Limits: the largest request body of service traffic (64Mi)."
         ),
     ] = "64Mi",
+    max_watches_per_user: Annotated[
+        int,
+        typer.Option(
+            "--max-watches-per-user", min=0, help="Limits: concurrent watches of one user (0: no limit)."
+        ),
+    ] = 16,
 ) -> None:
     """Run the control plane: REST API, leader election, (while leader) the control loop, and the router
     in front of live services."""
@@ -219,7 +225,7 @@ def serve(
 
     if policy not in CHOOSERS:
         raise _fail(f"unknown --policy {policy!r}; known: {', '.join(sorted(CHOOSERS))}")
-    limits = _limits(max_body_size, service_max_body_size)
+    limits = _limits(max_body_size, service_max_body_size, max_watches_per_user=max_watches_per_user)
     forecast_settings = _forecast_settings(eta_low_quantile, eta_high_quantile, eta_default_runtime)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     os.umask(0o077)  # the database, the context file, logs: the server's alone (pods get their own umask)
@@ -358,13 +364,14 @@ def _isolation(
         raise _fail(str(error)) from error
 
 
-def _limits(max_body_size: str, service_max_body_size: str) -> Limits:
+def _limits(max_body_size: str, service_max_body_size: str, *, max_watches_per_user: int) -> Limits:
     """The server's limits from the ``--max-body-size`` ... options, or a clear error."""
     from gpuq.server.limits import Limits
 
     return Limits(
         max_body_bytes=_declared("--max-body-size", max_body_size, "memory"),
         service_max_body_bytes=_declared("--service-max-body-size", service_max_body_size, "memory"),
+        max_watches_per_user=max_watches_per_user,
     )
 
 

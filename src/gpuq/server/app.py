@@ -31,6 +31,7 @@ from gpuq.server.routes_services import ServiceViews, proxy_router
 from gpuq.server.routes_services import router as services_router
 from gpuq.server.routes_workloads import router as workloads_router
 from gpuq.server.runner import QueueUsage
+from gpuq.server.watch import ChangeFeed
 
 LoopStatus = Callable[[], Mapping[str, Any]]
 User = Annotated[UserRecord, Depends(bearer_user)]
@@ -77,6 +78,9 @@ def create_app(
     app.state.router = router
     app.state.services = services
     app.state.limits = limits = limits or Limits()
+    app.state.watch_feed = ChangeFeed(
+        store.resource_version, poll_s=limits.watch_poll_s, max_per_user=limits.max_watches_per_user
+    )
     install_handlers(app)
     app.add_middleware(BodyLimit, limits=limits)
 

@@ -1,4 +1,4 @@
-"""What one user may cost the server: request bodies.
+"""What one user may cost the server: request bodies, concurrent watches.
 
 Each limit has a ``gpuq serve`` option (docs/serve.md, "Limits"); :class:`Limits` holds them and
 :func:`gpuq.server.app.create_app` installs the ASGI middleware of this module:
@@ -6,6 +6,8 @@ Each limit has a ``gpuq serve`` option (docs/serve.md, "Limits"); :class:`Limits
 * :class:`BodyLimit`: a body whose ``Content-Length`` exceeds the limit is a 413 before a byte of it is
   read; a body without one (chunked) or longer than it says is counted as it streams in and refused
   (413) at the first chunk past the limit, so the server never holds more than the limit and a chunk.
+
+The watch cap lives with the change feed (:mod:`gpuq.server.watch`).
 """
 
 from __future__ import annotations
@@ -28,10 +30,16 @@ class Limits:
     """Largest request body of the API and the dashboard (manifests): 413 beyond."""
     service_max_body_bytes: int = 64 << 20
     """Largest request body of service traffic (``/services/...``: prompts, images)."""
+    max_watches_per_user: int = 16
+    """Concurrent long-poll watches of one user: 429 beyond; 0: no limit."""
+    watch_poll_s: float = 0.1
+    """How often the one change feed of the process reads the store's version while anyone watches."""
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1 or self.service_max_body_bytes < 1:
             raise ValueError("body limits must be at least one byte")
+        if self.max_watches_per_user < 0 or self.watch_poll_s <= 0:
+            raise ValueError("the watch cap must be >= 0 and the poll interval positive")
 
 
 def refusal(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
