@@ -227,7 +227,10 @@ class FlavorAssigner:
         beats it whatever the answer, so a group that ends on a fit never needs it. The result is
         the same assignment; only its ``reasons``, which nothing reads when every group fits, lack
         the answers never asked (with nodes, where a fit can still fail, callers keep it off).
+        ``lazy`` also lets the oracle reuse an earlier answer (:meth:`_preemption_oracle`): only
+        for a nomination, which sees the state as the cycle found it.
         """
+        self._memo = lazy and not self.state.config.scheduler.fair_sharing.enable
         self._lazy = lazy and (
             self.cq.flavor_fungibility.when_can_preempt == FungibilityPolicy.TRY_NEXT_FLAVOR
             and self.cq.flavor_fungibility.preference != FungibilityPreference.PREEMPTION_OVER_BORROWING
@@ -440,7 +443,36 @@ class FlavorAssigner:
 
     def _preemption_oracle(self, fr: FlavorResource, value: int, borrow: int) -> tuple[Mode, int, str]:
         """Would preemption free ``value`` of ``fr``? Reclaim if only other queues lose. The mode,
-        the borrowing distance, and the reason to report when nothing can be preempted."""
+        the borrowing distance, and the reason to report when nothing can be preempted.
+
+        The answer depends on the queue, ``fr``, ``value``, ``borrow``, the preemptor's priority
+        (and creation time, under a LowerOrNewerEqualPriority policy) and, of the state, only on
+        flavor ``fr[0]`` in the queue's cohort tree (its quota usage and the workloads holding
+        quota in it): classical preemption asks about ``fr`` alone. So during a nomination
+        (``self._memo``, not with fair sharing, whose shares span flavors) an answer is reused
+        while no workload started or stopped holding quota in that flavor of that tree
+        (:meth:`ClusterState.version`'s counters); another head of the queue with the same request
+        and priority gets it too.
+        """
+        if not self._memo:
+            return self._ask_oracle(fr, value, borrow)
+        preemption = self.cq.preemption
+        needs_time = PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY in (
+            preemption.within_cluster_queue,
+            preemption.reclaim_within_cohort,
+        )
+        created = self.workload.creation_time if needs_time else None
+        key = (self.cq_name, fr, value, borrow, self.workload.priority, created)
+        version = self.state.versions.get((self.node.root(), fr[0]), 0)
+        known = self.state.oracle_answers.get(key)
+        if known is not None and known[0] == version:
+            answer: tuple[Mode, int, str] = known[1]
+            return answer
+        answer = self._ask_oracle(fr, value, borrow)
+        self.state.oracle_answers[key] = (version, answer)
+        return answer
+
+    def _ask_oracle(self, fr: FlavorResource, value: int, borrow: int) -> tuple[Mode, int, str]:
         preemptor = Preemptor(self.workload, self.cq_name, {fr: value}, frozenset({fr}))
         targets = preemption_targets(self.state, preemptor)
         flavor, resource = fr

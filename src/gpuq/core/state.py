@@ -11,6 +11,7 @@ import bisect
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuq.core.model import Admission, ClusterConfig, ClusterQueue, Workload
 from gpuq.core.quota import FlavorResource, QuotaNode, QuotaTree
@@ -76,6 +77,8 @@ class ClusterState:
         self._ordered: dict[tuple[str, FlavorResource], list[OrderEntry]] = {}
         self.versions: dict[tuple[QuotaNode, str], int] = {}  # (root, flavor): see version()
         self._flavors: dict[str, tuple[str, ...]] = {}
+        self.oracle_answers: dict[tuple[object, ...], tuple[int, Any]] = {}
+        """The preemption oracle's answers by question, with the flavor's version when asked."""
         self.nominations: dict[str, tuple[object, ...]] = {}
         """The latest nomination of each head, for :func:`gpuq.core.nomination.nominate` to reuse
         while nothing it reads changed (:meth:`version`)."""
