@@ -1,8 +1,10 @@
-"""What one member may cost the server (docs/serve.md, "Limits"): request bodies, YAML alias bombs.
+"""What one member may cost the server (docs/serve.md, "Limits"): request bodies, YAML alias bombs,
+requests per token.
 
 Bodies are refused by ``Content-Length`` before they are read, and counted as they stream in when the
 length is absent, so a large body neither lands in memory nor reaches a handler. YAML whose aliases
 would expand it past the loader's bound is a fast 422, in a request or in the YAML a manifest holds.
+A token's requests past its bucket are 429s with ``Retry-After`` (watches: tests/server/test_watch.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pytest
 
 from gpuq.api.loader import MAX_ALIAS_NODES
 from gpuq.server.kinds import API_PREFIX
-from gpuq.server.limits import Limits
+from gpuq.server.limits import MAX_BUCKETS, Limits, TokenBuckets
 from server.conftest import Plane, dump, job, make_plane
 from server.test_cli_commands import Gpuq, gpuq  # noqa: F401  (fixture)
 
@@ -270,3 +272,71 @@ def test_gpuq_delete_f_refuses_a_bomb_in_a_file(
     assert time.monotonic() - started < 2.0
     assert result.exit_code == 1
     assert f"{path}:11: {REFUSED}" in result.stderr
+
+
+# -- requests per token ---------------------------------------------------------------------------------
+
+
+def test_a_token_bucket_grants_its_burst_then_its_rate() -> None:
+    now = [100.0]
+    buckets = TokenBuckets(rate=2.0, burst=3, clock=lambda: now[0])
+    assert [buckets.take("a") for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert buckets.take("a") == pytest.approx(0.5)  # the next token in half a second
+    assert buckets.take("b") == 0.0  # every key its own bucket
+    now[0] += 0.5
+    assert buckets.take("a") == 0.0
+    assert buckets.take("a") == pytest.approx(0.5)
+    now[0] += 60  # refilled to the burst, not beyond
+    assert [buckets.take("a") for _ in range(4)][-1] > 0
+    for key in range(MAX_BUCKETS + 10):  # memory stays bounded whatever tokens are sprayed
+        buckets.take(f"k{key}")
+    assert len(buckets._buckets) == MAX_BUCKETS
+
+
+@pytest.fixture
+def limited(tmp_path: Path) -> Iterator[Plane]:
+    """The API with a request every 2 s per token after a burst of 3."""
+    made = make_plane(
+        f"sqlite:///{tmp_path / 'gpuq.db'}", tmp_path / "work", limits=Limits(rate_per_s=0.5, rate_burst=3)
+    )
+    yield made
+    made.store.close()
+
+
+def test_a_token_past_its_rate_gets_429_with_retry_after_and_others_do_not(limited: Plane) -> None:
+    answers = [limited.get("/whoami", limited.team_a) for _ in range(4)]
+    assert [a.status_code for a in answers] == [200, 200, 200, 429]
+    refused = answers[-1]
+    assert refused.headers["retry-after"] == "2"
+    assert refused.json()["reason"] == "Too Many Requests"
+    assert "at most 0.5 a second after a burst of 3" in refused.json()["message"]
+    assert "--rate-limit" in refused.json()["message"]
+    cookie = {"Cookie": f"gpuq_token={limited.team_a}"}
+    assert limited.client.get("/dashboard/content", headers=cookie).status_code == 429  # same token
+    assert limited.get("/whoami", limited.team_b).status_code == 200  # bob has his own bucket
+    assert limited.get("/whoami", None).status_code == 401  # no token: not counted, refused as before
+    served = limited.client.post(
+        "/services/team-a/embed/v1", headers={"Authorization": f"Bearer {limited.team_a}"}, content=b"{}"
+    )
+    assert served.status_code == 404  # service traffic has its own limit (off here)
+    time.sleep(2.1)  # a token more
+    assert limited.get("/whoami", limited.team_a).status_code == 200
+    assert limited.get("/whoami", limited.team_a).status_code == 429
+
+
+def test_service_traffic_has_its_own_buckets(tmp_path: Path) -> None:
+    limits = Limits(rate_per_s=100, rate_burst=2, service_rate_per_s=0.2)
+    plane = make_plane(
+        f"sqlite:///{tmp_path / 'gpuq.db'}", tmp_path / "work", limits=limits, configured=False
+    )
+    try:
+        headers = {"Authorization": f"Bearer {plane.team_a}"}
+        codes = [plane.client.get("/services/team-a/embed/v1", headers=headers).status_code for _ in range(3)]
+        assert codes == [404, 404, 429]
+        assert (
+            "--service-rate-limit"
+            in plane.client.get("/services/team-a/x", headers=headers).json()["message"]
+        )
+        assert plane.get("/whoami", plane.team_a).status_code == 200
+    finally:
+        plane.store.close()

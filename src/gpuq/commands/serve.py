@@ -211,6 +211,23 @@ def serve(
             "--max-watches-per-user", min=0, help="Limits: concurrent watches of one user (0: no limit)."
         ),
     ] = 16,
+    rate_limit: Annotated[
+        float,
+        typer.Option(
+            "--rate-limit", min=0.0, help="Limits: API requests a second per token, sustained (0: no limit)."
+        ),
+    ] = 20.0,
+    rate_burst: Annotated[
+        int, typer.Option("--rate-burst", min=1, help="Limits: requests a token may make at once.")
+    ] = 100,
+    service_rate_limit: Annotated[
+        float,
+        typer.Option(
+            "--service-rate-limit",
+            min=0.0,
+            help="Limits: service traffic requests per second per token (0: no limit).",
+        ),
+    ] = 0.0,
 ) -> None:
     """Run the control plane: REST API, leader election, (while leader) the control loop, and the router
     in front of live services."""
@@ -225,7 +242,14 @@ def serve(
 
     if policy not in CHOOSERS:
         raise _fail(f"unknown --policy {policy!r}; known: {', '.join(sorted(CHOOSERS))}")
-    limits = _limits(max_body_size, service_max_body_size, max_watches_per_user=max_watches_per_user)
+    limits = _limits(
+        max_body_size,
+        service_max_body_size,
+        max_watches_per_user=max_watches_per_user,
+        rate_per_s=rate_limit,
+        rate_burst=rate_burst,
+        service_rate_per_s=service_rate_limit,
+    )
     forecast_settings = _forecast_settings(eta_low_quantile, eta_high_quantile, eta_default_runtime)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     os.umask(0o077)  # the database, the context file, logs: the server's alone (pods get their own umask)
@@ -364,7 +388,15 @@ def _isolation(
         raise _fail(str(error)) from error
 
 
-def _limits(max_body_size: str, service_max_body_size: str, *, max_watches_per_user: int) -> Limits:
+def _limits(
+    max_body_size: str,
+    service_max_body_size: str,
+    *,
+    max_watches_per_user: int,
+    rate_per_s: float,
+    rate_burst: int,
+    service_rate_per_s: float,
+) -> Limits:
     """The server's limits from the ``--max-body-size`` ... options, or a clear error."""
     from gpuq.server.limits import Limits
 
@@ -372,6 +404,9 @@ def _limits(max_body_size: str, service_max_body_size: str, *, max_watches_per_u
         max_body_bytes=_declared("--max-body-size", max_body_size, "memory"),
         service_max_body_bytes=_declared("--service-max-body-size", service_max_body_size, "memory"),
         max_watches_per_user=max_watches_per_user,
+        rate_per_s=rate_per_s,
+        rate_burst=rate_burst,
+        service_rate_per_s=service_rate_per_s,
     )
 
 

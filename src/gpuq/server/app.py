@@ -24,7 +24,7 @@ from gpuq.server.auth import NODE, authorize, bearer_user
 from gpuq.server.errors import install_handlers, not_found
 from gpuq.server.forecasts import ForecastCache
 from gpuq.server.kinds import API_PREFIX
-from gpuq.server.limits import BodyLimit, Limits
+from gpuq.server.limits import BodyLimit, Limits, RateLimit
 from gpuq.server.routes_forecast import router as forecast_router
 from gpuq.server.routes_objects import router as objects_router
 from gpuq.server.routes_services import ServiceViews, proxy_router
@@ -83,6 +83,7 @@ def create_app(
     )
     install_handlers(app)
     app.add_middleware(BodyLimit, limits=limits)
+    app.add_middleware(RateLimit, limits=limits)  # outermost: a limited token costs nothing more
 
     @app.get("/healthz", tags=["cluster"], summary="Liveness: the process answers and the store is readable.")
     def healthz() -> dict[str, Any]:
