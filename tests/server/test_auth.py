@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gpuq.run.store import StoreConflict
-from gpuq.server.auth import add_user, ensure_admin, list_users
+from gpuq.server.auth import add_user, allowed, ensure_admin, list_users
+from gpuq.server.kinds import SERVING_KINDS
 from server.conftest import CONFIG, Plane, dump, job
 
 CLUSTER_QUEUE = CONFIG.split("---")[2]
@@ -139,11 +140,32 @@ spec:
 """
 
 
-def test_a_member_runs_services_in_its_own_namespaces_only(any_plane: Plane) -> None:
-    """A team serves its own models: serving objects are a member's to write, like its workloads."""
-    assert any_plane.apply(DEPLOYMENT.format(namespace="team-a"), any_plane.team_a).status_code == 200
+def test_serving_objects_are_an_admins_to_write_and_a_members_to_read(any_plane: Plane) -> None:
+    """docs/serve.md, "Live services": applying serving objects is an admin's verb; members read them
+    (and call their namespaces' services through the router)."""
     before = any_plane.snapshot()
-    refused = any_plane.apply(DEPLOYMENT.format(namespace="team-b"), any_plane.team_a)
-    assert refused.status_code == 403
-    assert "Deployment" in refused.json()["message"] and "team-b" in refused.json()["message"]
+    for namespace in ("team-a", "team-b"):
+        refused = any_plane.apply(DEPLOYMENT.format(namespace=namespace), any_plane.team_a)
+        assert refused.status_code == 403, refused.text
+    assert refused.json()["message"].endswith('in namespace "team-b": the namespace is not granted')
+    own = any_plane.apply(DEPLOYMENT.format(namespace="team-a"), any_plane.team_a).json()["message"]
+    assert own == (
+        'user "alice" (member of team-a) may not apply Deployment in namespace "team-a": serving objects '
+        "are an admin's to apply and delete (members read them and call their services)"
+    )
     assert any_plane.snapshot() == before
+    assert any_plane.apply(DEPLOYMENT.format(namespace="team-a"), any_plane.admin).status_code == 200
+    after = any_plane.snapshot()
+    assert (
+        any_plane.call("DELETE", "/namespaces/team-a/deployments/embed", any_plane.team_a).status_code == 403
+    )
+    assert any_plane.snapshot() == after
+    assert any_plane.get("/namespaces/team-a/deployments/embed", any_plane.team_a).status_code == 200
+    listed = any_plane.get("/namespaces/team-a/deployments", any_plane.team_a).json()["items"]
+    assert [o["name"] for o in listed] == ["embed"]
+    assert any_plane.get("/namespaces/team-a/deployments", any_plane.team_b).status_code == 403
+    alice = any_plane.store.user_for_token(any_plane.team_a)
+    assert alice is not None
+    for kind in SERVING_KINDS:
+        assert not allowed(alice, "apply", kind, "team-a") and not allowed(alice, "delete", kind, "team-a")
+        assert allowed(alice, "get", kind, "team-a") and allowed(alice, "list", kind, "team-a")

@@ -3,11 +3,12 @@
 Roles (design note 0003, ``users.roles``):
 
 * ``admin``: every verb on every kind, cluster-scoped objects included.
-* ``member``: in its granted ``namespaces`` only, every verb on workloads and serving
-  objects (Deployments, autoscalers, InferenceServices...: a team runs its own services) and
-  read access to LocalQueues, their pending workloads and events; anywhere, read access to
-  cluster-scoped objects (ClusterQueues, ResourceFlavors, Cohorts...) and nodes; never
-  a write to a configuration object.
+* ``member``: in its granted ``namespaces`` only, every verb on workloads, and read access to
+  LocalQueues, their pending workloads, events and serving objects (Deployments, autoscalers,
+  InferenceServices...: applying or deleting those is an admin's verb, docs/serve.md "Live
+  services"; a member calls its namespaces' services through the router); anywhere, read access
+  to cluster-scoped objects (ClusterQueues, ResourceFlavors, Cohorts...) and nodes; never a write
+  to a configuration object.
 
 Every refusal is raised before a handler writes, so a refused request changes nothing.
 Tokens are random (``secrets.token_urlsafe``); the store keeps only their sha256.
@@ -67,7 +68,7 @@ def allowed(user: UserRecord, verb: Verb, kind: str, namespace: str = "") -> boo
         return verb in READ_VERBS
     if namespace not in user.namespaces:
         return False
-    return kind == WORKLOAD or kind in SERVING_KINDS or verb in READ_VERBS | {"logs"}
+    return kind == WORKLOAD or verb in READ_VERBS | {"logs"}
 
 
 def authorize(user: UserRecord, verb: Verb, kind: str, namespace: str = "", *, shown: str = "") -> None:
@@ -80,11 +81,12 @@ def authorize(user: UserRecord, verb: Verb, kind: str, namespace: str = "", *, s
         grants = f"member of {', '.join(user.namespaces) or 'no namespace'}"
     else:
         grants = "no role"
-    why = (
-        "members only read cluster-scoped objects and LocalQueues"
-        if namespace in user.namespaces or not namespace
-        else "the namespace is not granted"
-    )
+    if namespace and namespace not in user.namespaces:
+        why = "the namespace is not granted"
+    elif kind in SERVING_KINDS:
+        why = "serving objects are an admin's to apply and delete (members read them and call their services)"
+    else:
+        why = "members only read cluster-scoped objects and LocalQueues"
     raise ApiError(403, f'user "{user.name}" ({grants}) may not {verb} {shown or kind} {where}: {why}')
 
 
