@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import func, select, text
 
 from gpuq.run.store import (
@@ -22,6 +24,7 @@ from gpuq.run.store import (
     WorkloadChange,
     default_url,
 )
+from gpuq.run.store.base import MIGRATIONS
 from gpuq.run.store.engine import normalize_url
 from gpuq.run.store.models import Base, ConditionRow, PodRow, WorkloadRow
 
@@ -56,15 +59,44 @@ def pods(*names: str, state: str = "Pending") -> list[PodRecord]:
 
 # -- schema ------------------------------------------------------------------------------------------------
 
+HEAD = "0002"
+
+
+def test_the_shipped_migrations_have_one_head() -> None:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    assert ScriptDirectory.from_config(config).get_heads() == [HEAD]
+
 
 def test_migrate_is_idempotent(store: Store) -> None:
     store.apply_object(queue("a"))
     store.migrate()
     store.migrate()
     with store.transaction() as session:
-        assert session.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0001"]
+        assert session.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [HEAD]
     assert store.resource_version() == 1
     assert [o.name for o in store.list_objects()] == ["a"]
+
+
+def test_a_store_of_the_first_schema_is_upgraded_with_its_lease(store_url: str) -> None:
+    """0002 adds the lease's fencing token (0 for a row an older server wrote) and the retention index."""
+    from alembic import command
+
+    old = Store(store_url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with old._engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0001")
+        connection.execute(
+            text(
+                "INSERT INTO leases (name, holder, renewed_at, expires_at) VALUES ('gpuq-leader', 'x', 1, 2)"
+            )
+        )
+    old.migrate()
+    with old.transaction() as session:
+        assert session.execute(text("SELECT holder, token FROM leases")).all() == [("x", 0)]
+    old.close()
 
 
 def test_migrated_schema_matches_models(store: Store) -> None:

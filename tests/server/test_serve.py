@@ -356,3 +356,71 @@ def test_a_high_priority_job_preempts_through_the_api_and_the_victim_resumes(
     logs = serve.cli("logs", "long", "-n", "team-a")
     assert "resumed at 0" in logs.stdout and "resumed at 10" in logs.stdout
     assert serve.stop()[0] == 0
+
+
+def test_on_postgresql_a_frozen_leader_is_replaced_and_writes_nothing_when_it_wakes(
+    servers: Callable[[], Serve], postgres_url: str, tmp_path: Path
+) -> None:
+    """SIGSTOP the leader (its connections stay open, its process alive): its lease expires, the follower
+    leads and admits within seconds; SIGCONT: the old leader finds its lease gone, writes nothing (its
+    fencing token is stale) and steps down to follower."""
+    from gpuq.run.store import Store
+
+    leader, follower = servers(), servers()
+    leader.database = follower.database = postgres_url
+    leader.start()
+    headers = {"Authorization": f"Bearer {leader.token()}"}
+    marks = leader.shared / "marks"
+    for text in (CONFIG, dump(job("long", "team-a", waits_to_be_killed(marks)))):
+        response = httpx.post(f"{leader.url}{API_PREFIX}/apply", content=text.encode(), headers=headers)
+        assert response.status_code == 200, response.text
+    follower.start()
+    wait_for(lambda: marks.exists(), 20, "the job to start")
+    assert leader.status()["leader"] and not follower.status()["leader"]
+    assert leader.process is not None
+    leader.process.send_signal(signal.SIGSTOP)
+    frozen_at = time.monotonic()
+    try:
+        fresh = dump(job("fresh", "team-b", "print('admitted by the new leader')"))
+        response = httpx.post(f"{follower.url}{API_PREFIX}/apply", content=fresh.encode(), headers=headers)
+        assert response.status_code == 200, response.text
+        wait_for(lambda: follower.status()["leader"], 10, "the follower to lead while the leader is frozen")
+        wait_for(
+            lambda: follower.workload("team-b", "fresh")["state"] == "Succeeded",
+            10 - (time.monotonic() - frozen_at),
+            "the new leader to admit and run a job within 10 s of the freeze",
+        )
+        assert follower.status()["fencingToken"] == 2, "one takeover, one new tenure"
+        wait_for(lambda: follower.workload("team-a", "long")["state"] == "Succeeded", 30, "the rerun")
+        assert marks.read_text() == "start\nstart\ndone\n"
+        store = Store(postgres_url)
+        try:
+            quiet = _rows(store)
+            time.sleep(1.0)
+            assert _rows(store) == quiet, "the new leader is quiet: nothing runs or waits"
+            leader.process.send_signal(signal.SIGCONT)
+            wait_for(lambda: not leader.status()["leader"], 10, "the woken leader to step down")
+            time.sleep(2.0)  # several of its renew intervals and steps
+            assert _rows(store) == quiet, "the woken leader wrote nothing"
+        finally:
+            store.close()
+        assert not leader.status()["leader"] and follower.status()["leader"]
+        assert marks.read_text() == "start\nstart\ndone\n"
+    finally:
+        leader.process.send_signal(signal.SIGCONT)
+    code, output = leader.stop()
+    assert code == 0, output
+    assert "stepping down" in output, output
+    assert follower.stop()[0] == 0
+
+
+def _rows(store: Any) -> tuple[object, ...]:
+    """The store's version and every row a leader writes (workloads, pods, conditions, events)."""
+    workloads = store.list_workloads()
+    return (
+        store.resource_version(),
+        workloads,
+        [store.pods_of(w.id) for w in workloads],
+        [store.conditions(w.id) for w in workloads],
+        store.events(),
+    )

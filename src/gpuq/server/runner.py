@@ -1,14 +1,22 @@
 """The control loop beside the API: leader election, and ``ControlLoop.step()`` only while leader.
 
-One background thread with a store of its own:
+Two background threads over a store of their own:
 
-1. campaign (``LeaderElector.try_acquire``; a leader renews) every ``lease_s / 3``;
-2. on winning, build a fresh loop (executor included): its first step recovers what a
-   previous leader left running (``ControlLoop._recover`` kills leftovers and requeues);
+1. the lease thread campaigns (``LeaderElector.try_acquire``; a leader renews) every
+   ``lease_s / 3``, whatever the loop is doing, so a slow step never lets the lease lapse
+   (a frozen process freezes both: then the lease does lapse, as it must);
+2. on winning, fence the store (``store.fence``: every write the loop makes checks this
+   tenure's fencing token in its transaction) and build a fresh loop (executor included):
+   its first step recovers what a previous leader left running (``ControlLoop._recover``
+   kills leftovers and requeues);
 3. while leader, step every ``interval_s``; an exception in a step is logged and the
-   next step runs (adapter failures are the next reconcile's business);
-4. on losing leadership, close the loop (its pods are terminated: the new leader
-   requeues them); on :meth:`LoopRunner.stop`, close it and release the lease so a
+   next step runs (adapter failures are the next reconcile's business), except
+   :class:`~gpuq.run.store.LeaseLost`: a write found the lease taken over or expired (this
+   replica was frozen, or too slow to renew), so nothing was written and the runner
+   steps down at once (4), then campaigns again as a follower;
+4. on losing leadership (the lease, or a new tenure with another token), close the loop
+   (its pods are terminated: the new leader requeues them; the loop's writes from then on
+   fail the fence); on :meth:`LoopRunner.stop`, close it and release the lease so a
    follower takes over at its next try;
 5. while leader, every ``GpuMonitor.check_interval_s``, read GPU telemetry and record
    one ``GPUIdle`` Warning event per idle spell longer than the idle threshold.
@@ -31,7 +39,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from gpuq.run.gpus import GPUTelemetry
 from gpuq.run.loop import ControlLoop
 from gpuq.run.metrics import ControlPlaneCollector
-from gpuq.run.store import LeaderElector, Store
+from gpuq.run.store import Fence, LeaderElector, LeaseLost, Store
+from gpuq.run.store.leader import LEASE_NAME
 from gpuq.server.views import HOLDING_QUOTA
 
 _log = logging.getLogger("gpuq.serve")
@@ -168,7 +177,11 @@ def _device_holders(store: Store) -> dict[str, tuple[str, str, str]]:
 
 
 class LoopRunner:
-    """Runs leader election and the loop on a daemon thread; :meth:`status` is safe from any thread."""
+    """Runs leader election and the loop on two daemon threads; :meth:`status` is safe from any thread.
+
+    The lease thread campaigns and renews every ``lease_s / 3``, so a long step never lets the lease
+    run out; the loop thread leads only under the tenure the lease thread last confirmed.
+    """
 
     def __init__(
         self,
@@ -183,11 +196,17 @@ class LoopRunner:
         self.url, self.identity, self.lease_s, self.interval_s = url, identity, lease_s, interval_s
         self.gpus = gpus or GpuMonitor()
         self._make_loop = make_loop
-        self._stop = threading.Event()
+        self._stop = threading.Event()  # the loop thread's
+        self._lease_stop = threading.Event()  # the lease thread's: set once the loop is closed
+        self._campaign_now = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpuq-loop", daemon=True)
+        self._lease_thread = threading.Thread(target=self._campaigns, name="gpuq-lease", daemon=True)
         self._lock = threading.Lock()
         self._step_lock = threading.Lock()  # held while the loop is built, stepped or closed
         self._loop: ControlLoop | None = None
+        self._store: Store | None = None
+        self._tenure: tuple[int, float] | None = None  # (fencing token, lease expiry) while leading
+        self._fenced_token = 0  # the newest tenure a write found lost: never led under again
         self._state: dict[str, Any] = {
             "identity": identity,
             "leader": False,
@@ -196,16 +215,25 @@ class LoopRunner:
             "lastStepAt": None,
             "lastError": "",
             "configProblem": "",
+            "fencingToken": None,
         }
 
     def start(self) -> None:
+        self._store = Store(self.url)
+        self._lease_thread.start()
         self._thread.start()
 
     def stop(self, timeout_s: float = 15.0) -> None:
-        """Stop stepping, terminate the pods, release leadership; waits for the thread."""
+        """Stop stepping, terminate the pods, then release leadership; waits for both threads."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout_s)
+        self._lease_stop.set()
+        self._campaign_now.set()
+        if self._lease_thread.is_alive():
+            self._lease_thread.join(timeout_s)
+        if self._store is not None:
+            self._store.close()
 
     def status(self) -> dict[str, Any]:
         with self._lock:
@@ -228,38 +256,25 @@ class LoopRunner:
         with self._lock:
             self._state.update(fields)
 
-    def _run(self) -> None:
-        store = Store(self.url)
-        elector = LeaderElector(store, self.identity, self.lease_s)
-        loop: ControlLoop | None = None
-        next_campaign = next_gpu_check = 0.0
+    # -- the lease thread ------------------------------------------------------------------------------------
+
+    def _campaigns(self) -> None:
+        assert self._store is not None
+        elector = LeaderElector(self._store, self.identity, self.lease_s)
         try:
-            while not self._stop.is_set():
-                leading = elector.is_leader
-                if time.monotonic() >= next_campaign:
-                    leading = self._campaign(elector)
-                    next_campaign = time.monotonic() + elector.renew_interval_s
-                if leading:
-                    loop = loop or self._lead(store)
-                    self._step(loop)
-                    if time.monotonic() >= next_gpu_check:
-                        self._check_gpus(store)
-                        next_gpu_check = time.monotonic() + self.gpus.check_interval_s
-                elif loop is not None:
-                    _log.warning("%s lost leadership; stopping its pods", self.identity)
-                    self._close(loop)
-                    loop = None
-                    self._update(leader=False, leaderSince=None)
-                self._stop.wait(self.interval_s)
+            while not self._lease_stop.is_set():
+                leading = self._campaign(elector)
+                with self._lock:
+                    self._tenure = (elector.token, elector.expires_at) if leading else None
+                self._campaign_now.wait(elector.renew_interval_s)
+                self._campaign_now.clear()
         finally:
-            if loop is not None:
-                self._close(loop)
+            with self._lock:
+                self._tenure = None
             try:
                 elector.release()
             except Exception:  # the store may be gone; the lease then expires on its own
                 _log.exception("could not release the leader lease")
-            self._update(leader=False)
-            store.close()
 
     def _campaign(self, elector: LeaderElector) -> bool:
         try:
@@ -268,24 +283,85 @@ class LoopRunner:
             self._error(f"leader election failed: {error}")
             return False
 
-    def _lead(self, store: Store) -> ControlLoop:
-        _log.warning("%s is the leader; running the control loop", self.identity)
-        self._update(leader=True, leaderSince=time.time())
-        with self._step_lock:
-            self._loop = self._make_loop(store)
-            return self._loop
+    def _leading(self) -> int:
+        """The fencing token of the tenure this replica leads under now, or 0 (a follower)."""
+        with self._lock:
+            tenure = self._tenure
+        if tenure is None or tenure[0] <= self._fenced_token or time.time() >= tenure[1]:
+            return 0
+        return tenure[0]
 
-    def _step(self, loop: ControlLoop) -> None:
+    # -- the loop thread -------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        assert self._store is not None
+        store = self._store
+        loop: ControlLoop | None = None
+        tenure = 0  # the fencing token the loop was built under
+        next_gpu_check = 0.0
+        try:
+            while not self._stop.is_set():
+                token = self._leading()
+                if loop is not None and token != tenure:
+                    self._step_down(loop, "lost leadership")
+                    loop = None
+                if token:
+                    if loop is None:
+                        tenure = token
+                        store.fence = Fence(LEASE_NAME, self.identity, token, time.time)
+                        loop = self._lead(store, token)
+                    if loop is None:  # the loop could not be built: tried again at the next interval
+                        self._stop.wait(self.interval_s)
+                        continue
+                    lost = self._step(loop)
+                    if lost is None and time.monotonic() >= next_gpu_check:
+                        lost = self._check_gpus(store)
+                        next_gpu_check = time.monotonic() + self.gpus.check_interval_s
+                    if lost is not None:
+                        self._fenced_token = tenure
+                        self._step_down(loop, f"lost the lease ({lost})")
+                        loop = None
+                        self._campaign_now.set()  # learn at once who leads now
+                self._stop.wait(self.interval_s)
+        finally:
+            if loop is not None:
+                self._close(loop)
+            self._update(leader=False)
+
+    def _lead(self, store: Store, token: int) -> ControlLoop | None:
+        """A new loop for this tenure, or None (the error recorded) when it cannot be built."""
+        with self._step_lock:
+            try:
+                self._loop = self._make_loop(store)
+            except Exception as error:
+                self._error(f"cannot start the control loop: {error}")
+                return None
+        _log.warning("%s is the leader (fencing token %d); running the control loop", self.identity, token)
+        self._update(leader=True, leaderSince=time.time(), fencingToken=token)
+        return self._loop
+
+    def _step_down(self, loop: ControlLoop, why: str) -> None:
+        """Close the loop (its pods stop; the loop writes nothing more: its fence is stale) and follow."""
+        _log.warning("%s %s; stepping down and stopping its pods", self.identity, why)
+        self._close(loop)
+        self._update(leader=False, leaderSince=None)
+
+    def _step(self, loop: ControlLoop) -> LeaseLost | None:
+        """One step; the ``LeaseLost`` that stopped it, if a write was fenced off (nothing was written)."""
         try:
             with self._step_lock:
                 loop.step()
+        except LeaseLost as lost:
+            self._error(f"control loop step fenced off: {lost}")
+            return lost
         except Exception as error:
             self._error(f"control loop step failed: {error}")
-            return
+            return None
         with self._lock:
             self._state["steps"] += 1
             self._state["lastStepAt"] = time.time()
             self._state["configProblem"] = loop.config_problem
+        return None
 
     def _close(self, loop: ControlLoop) -> None:
         with self._step_lock:
@@ -295,11 +371,15 @@ class LoopRunner:
             except Exception:
                 _log.exception("closing the control loop failed")
 
-    def _check_gpus(self, store: Store) -> None:
+    def _check_gpus(self, store: Store) -> LeaseLost | None:
         try:
             self.gpus.check_idle(store)
+        except LeaseLost as lost:
+            self._error(f"GPU idle check fenced off: {lost}")
+            return lost
         except Exception as error:
             self._error(f"GPU idle check failed: {error}")
+        return None
 
     def _error(self, message: str) -> None:
         """Record and log an error; the same message again is not logged again."""

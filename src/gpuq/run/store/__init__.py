@@ -2,7 +2,8 @@
 
 ``Store(url)`` on ``sqlite:///path.db`` (default :func:`default_url`) or
 ``postgresql+psycopg://...``; ``Store.migrate()`` applies the Alembic migrations shipped
-in ``migrations/``; :class:`LeaderElector` picks the one replica that runs the loop.
+in ``migrations/``; :class:`LeaderElector` picks the one replica that runs the loop, and its fence
+(``store.fence``) keeps a replica that lost the lease from writing (:class:`LeaseLost`).
 """
 
 from gpuq.run.store.engine import default_url
@@ -13,6 +14,8 @@ from gpuq.run.store.records import (
     WORKLOAD_STATES,
     ConditionRecord,
     EventRecord,
+    Fence,
+    LeaseLost,
     ObjectRecord,
     PodRecord,
     StoreConflict,
@@ -30,7 +33,9 @@ __all__ = [
     "WORKLOAD_STATES",
     "ConditionRecord",
     "EventRecord",
+    "Fence",
     "LeaderElector",
+    "LeaseLost",
     "ObjectRecord",
     "PodRecord",
     "Store",

@@ -8,6 +8,14 @@ until commit (PostgreSQL's row lock, the one ``SELECT ... FOR UPDATE`` takes; SQ
 writers are serialised by ``BEGIN IMMEDIATE``). So writers are serialised, no version is
 used twice, and versions become visible in order: a reader that saw version ``v`` has
 seen every change up to ``v``.
+
+Fencing: a store whose :attr:`StoreBase.fence` is set (the leader's, by the runner) checks,
+in every such write transaction and before anything else, that the lease row still names
+its holder with its fencing token and has not expired; otherwise it raises
+:class:`~gpuq.run.store.records.LeaseLost` and writes nothing. On PostgreSQL the check
+reads the row ``FOR SHARE``, so a takeover (an ``UPDATE`` of that row) waits for the write
+to commit, and a write after the takeover sees the new token; SQLite's ``BEGIN IMMEDIATE``
+serialises the two. Stores without a fence (the API's) write as before.
 """
 
 from __future__ import annotations
@@ -25,8 +33,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpuq.run.store.engine import WRITE_OPTION, make_engine, normalize_url
-from gpuq.run.store.models import RESOURCE_VERSION, Counter
-from gpuq.run.store.records import StoreConflict
+from gpuq.run.store.models import RESOURCE_VERSION, Counter, LeaseRow
+from gpuq.run.store.records import Fence, LeaseLost, StoreConflict
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 MIGRATION_LOCK_KEY = 0x6770_7571_6D69_6772  # "gpuqmigr": two replicas never migrate at once (PostgreSQL)
@@ -53,6 +61,8 @@ class StoreBase:
         self._writes = sessionmaker(
             self._engine.execution_options(**{WRITE_OPTION: True}), expire_on_commit=False
         )
+        self.fence: Fence | None = None
+        """Set on the leader's store: every state-changing method checks it first (module docstring)."""
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -95,10 +105,41 @@ class StoreBase:
         finally:
             session.close()
 
+    def check_fence(self, session: Session) -> None:
+        """Raise :class:`LeaseLost` unless this store has no fence or its lease is still held (in SQL)."""
+        fence = self.fence
+        if fence is None:
+            return
+        now = fence.clock()
+        held = select(LeaseRow.token).where(
+            LeaseRow.name == fence.name,
+            LeaseRow.holder == fence.holder,
+            LeaseRow.token == fence.token,
+            LeaseRow.expires_at > now,
+        )
+        if self.backend == "postgresql":
+            held = held.with_for_update(read=True)  # FOR SHARE: a takeover waits for this commit
+        if session.execute(held).first() is not None:
+            return
+        row = session.execute(
+            select(LeaseRow.holder, LeaseRow.token, LeaseRow.expires_at).where(LeaseRow.name == fence.name)
+        ).first()
+        if row is None:
+            now_held = "no lease row exists"
+        elif (row.holder, row.token) != (fence.holder, fence.token):
+            now_held = f"it is held by {row.holder!r} with token {row.token}"
+        else:
+            now_held = f"it expired {now - row.expires_at:.1f}s ago"
+        raise LeaseLost(
+            f"{fence.holder!r} no longer holds lease {fence.name!r} with fencing token {fence.token}: "
+            f"{now_held}; nothing was written"
+        )
+
     @contextmanager
     def _write(self) -> Iterator[Write]:
         try:
             with self.transaction(write=True) as session:
+                self.check_fence(session)
                 stmt = (
                     update(Counter)
                     .where(Counter.name == RESOURCE_VERSION)

@@ -1,16 +1,25 @@
 """Leader election: exactly one replica runs the control loop; every replica serves the API.
 
-PostgreSQL: a session-level advisory lock (``pg_try_advisory_lock``) on a connection of
-its own, outside the pool. The server frees it the moment that connection ends, so
-takeover time is the follower's retry interval after the leader exits or dies (its
-socket closes with the process). A leader whose *machine* vanishes is noticed only when
-the server's TCP keepalive (``tcp_keepalives_*``) or ``client_connection_check_interval``
-gives up on the connection; set those on the server for a bound.
+One mechanism on both backends: a ``leases`` row (``holder``, ``token``, ``renewed_at``,
+``expires_at``). A replica acquires the lease when it is free, expired, or already its own,
+and every acquisition increments ``token``, the *fencing token* of that tenure. The leader
+renews every ``lease_s / 3`` (only while its lease has not expired and still carries its
+token); a follower trying at the same pace takes over at most ``lease_s + lease_s / 3``
+after the leader's last renewal (6.7 s by default), whether the leader exited, died, lost
+its machine or is frozen (``SIGSTOP``, a long GC or swap storm, a VM paused): nothing
+depends on a connection staying open. :meth:`LeaderElector.release` hands over at the
+follower's next try.
 
-SQLite (one machine): a ``leases`` row with ``holder`` and ``expires_at``, taken over
-once expired. With renewals every ``lease_s / 3``, a follower trying at the same pace
-takes over at most ``lease_s + lease_s / 3`` after the leader's last renewal (6.7 s by
-default); :meth:`LeaderElector.release` hands over at the follower's next try.
+Fencing: a leader that wakes up after its lease was taken over still believes it leads
+until it looks. So the leader's store carries :attr:`LeaderElector.fence`, and every write
+the loop makes checks in its own transaction that the lease row still carries this
+leader's token and has not expired (``StoreBase.check_fence``); otherwise it raises
+:class:`~gpuq.run.store.records.LeaseLost` and writes nothing, and the runner steps down.
+
+Time: expiry is judged by each replica's clock (``clock``, ``time.time``), as Kubernetes'
+leader election does: replicas on several machines need clocks in step (NTP) to well
+under ``lease_s``. Skew can only make a takeover early or late; it can never let two
+leaders write, because a takeover changes the token that every fenced write checks.
 
 Lease writes do not bump the store's ``resource_version``: they are not state the loop
 or a watch reacts to, and renewing would wake them every ``lease_s / 3``.
@@ -19,30 +28,18 @@ An elector is used from one thread.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import time
 from collections.abc import Callable
 
-from sqlalchemy import or_, text, update
+from sqlalchemy import ColumnElement, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
 
 from gpuq.run.store.models import LeaseRow
+from gpuq.run.store.records import Fence
 from gpuq.run.store.store import Store
 
 LEASE_NAME = "gpuq-leader"
-
-
-def leader_lock_key(schema: str) -> int:
-    """The advisory-lock key of the store in ``schema``: fixed per store, distinct across schemas.
-
-    Advisory locks are database-wide, so two stores in two schemas of one database
-    (deployments, or tests side by side) must not share a key.
-    """
-    digest = hashlib.sha256(f"{LEASE_NAME}:{schema}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 class LeaderElector:
@@ -55,15 +52,14 @@ class LeaderElector:
         lease_s: float = 5.0,
         *,
         clock: Callable[[], float] = time.time,
-        lock_key: int | None = None,
+        name: str = LEASE_NAME,
     ) -> None:
         if lease_s <= 0:
             raise ValueError("lease_s must be positive")
-        self.store, self.identity, self.lease_s = store, identity, lease_s
+        self.store, self.identity, self.lease_s, self.name = store, identity, lease_s, name
         self._clock = clock
-        self._lock_key = lock_key
-        self._conn: Connection | None = None
         self._held = False
+        self._token = 0
         self._expires_at = 0.0
 
     @property
@@ -72,113 +68,109 @@ class LeaderElector:
 
     @property
     def is_leader(self) -> bool:
-        """True while this elector holds leadership (on SQLite, only until its lease runs out)."""
-        if self.store.backend == "postgresql":
-            return self._held
+        """True while this elector holds the lease: only until it runs out, unless renewed (no query)."""
         return self._held and self._clock() < self._expires_at
 
+    @property
+    def token(self) -> int:
+        """The fencing token of the current (or last) tenure; 0 before the first acquisition."""
+        return self._token
+
+    @property
+    def expires_at(self) -> float:
+        """When the current tenure's lease runs out unless renewed (by ``clock``); 0 before any tenure."""
+        return self._expires_at
+
+    @property
+    def fence(self) -> Fence | None:
+        """What the leader's writes must check (set it as ``store.fence``); None before any tenure.
+
+        It stays valid only as long as the tenure: after a takeover, or once the lease has
+        expired, writes checked against it raise ``LeaseLost``.
+        """
+        if not self._token:
+            return None
+        return Fence(self.name, self.identity, self._token, self._clock)
+
     def try_acquire(self) -> bool:
-        """Become leader if nobody else is (a leader just renews); True when this elector leads."""
-        if self._held:
-            return self.renew()
-        if self.store.backend == "postgresql":
-            self._held = self._pg_try_lock()
-        else:
-            self._held = self._sqlite_claim(take_expired=True)
+        """Become leader if nobody else is (a leader just renews); True when this elector leads.
+
+        A new tenure (a free, expired or released lease, or one this identity held in a previous
+        process) gets the next fencing token.
+        """
+        if self._held and self.renew():
+            return True
+        now = self._clock()
+        insert = postgresql_insert if self.store.backend == "postgresql" else sqlite_insert
+        with self.store.transaction(write=True) as session:
+            session.execute(
+                insert(LeaseRow)
+                .values(name=self.name, holder="", token=0, renewed_at=0.0, expires_at=0.0)
+                .on_conflict_do_nothing()
+            )
+            token = session.execute(
+                update(LeaseRow)
+                .where(
+                    LeaseRow.name == self.name,
+                    or_(LeaseRow.holder == self.identity, LeaseRow.expires_at <= now),
+                )
+                .values(
+                    holder=self.identity,
+                    token=LeaseRow.token + 1,
+                    renewed_at=now,
+                    expires_at=now + self.lease_s,
+                )
+                .returning(LeaseRow.token)
+                .execution_options(synchronize_session=False)
+            ).scalar_one_or_none()
+        self._held = token is not None
+        if token is not None:
+            self._token, self._expires_at = token, now + self.lease_s
         return self._held
 
     def renew(self) -> bool:
-        """Confirm leadership (extend the lease on SQLite); False, and no longer leader, once it is lost."""
+        """Extend the lease while this tenure still holds it; False, and no longer leader, once it is lost
+        (taken over, or expired: an expired lease is acquired again, with a new token, by
+        :meth:`try_acquire`)."""
         if not self._held:
             return False
-        if self.store.backend == "postgresql":
-            self._held = self._pg_still_locked()
-        else:
-            self._held = self._sqlite_claim(take_expired=False)
-        return self._held
+        now = self._clock()
+        with self.store.transaction(write=True) as session:
+            result = session.execute(
+                update(LeaseRow)
+                .where(*self._mine(), LeaseRow.expires_at > now)
+                .values(renewed_at=now, expires_at=now + self.lease_s)
+                .execution_options(synchronize_session=False)
+            )
+            renewed = getattr(result, "rowcount", 0) == 1
+        self._held = renewed
+        if renewed:
+            self._expires_at = now + self.lease_s
+        return renewed
 
     def release(self) -> None:
-        """Give leadership up now, so a follower need not wait for the lease to run out."""
-        if self.store.backend == "postgresql":
-            self._drop_connection()
-        elif self._held:
+        """Give leadership up now, so a follower need not wait for the lease to run out.
+
+        Only this tenure's lease is freed: after a takeover it changes nothing.
+        """
+        if self._token:
             with self.store.transaction(write=True) as session:
                 session.execute(
                     update(LeaseRow)
-                    .where(LeaseRow.name == LEASE_NAME, LeaseRow.holder == self.identity)
+                    .where(*self._mine())
                     .values(expires_at=0.0)
                     .execution_options(synchronize_session=False)
                 )
         self._held = False
 
-    # -- PostgreSQL ------------------------------------------------------------------------------------------
+    def holder(self) -> tuple[str, int, float] | None:
+        """The lease row as stored: (holder, token, expires_at), or None before anyone campaigned."""
+        with self.store.transaction() as session:
+            row = session.execute(
+                select(LeaseRow.holder, LeaseRow.token, LeaseRow.expires_at).where(LeaseRow.name == self.name)
+            ).first()
+        return None if row is None else (row.holder, row.token, row.expires_at)
 
-    def _pg_try_lock(self) -> bool:
-        try:
-            if self._conn is None:
-                self._conn = self.store.dedicated_connection().execution_options(isolation_level="AUTOCOMMIT")
-            if self._lock_key is None:
-                self._lock_key = leader_lock_key(
-                    self._conn.execute(text("SELECT current_schema()")).scalar_one()
-                )
-            got = self._conn.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": self._lock_key})
-            if got.scalar_one():
-                return True
-        except DBAPIError:
-            pass
-        self._drop_connection()  # a follower holds no connection between tries
-        return False
-
-    def _pg_still_locked(self) -> bool:
-        if self._conn is None or self._lock_key is None:
-            return False
-        unsigned = self._lock_key & 0xFFFF_FFFF_FFFF_FFFF
-        try:
-            held = self._conn.execute(
-                text(
-                    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                    " AND pid = pg_backend_pid() AND classid::bigint = :high AND objid::bigint = :low"
-                    " AND objsubid = 1)"
-                ),
-                {"high": unsigned >> 32, "low": unsigned & 0xFFFF_FFFF},
-            ).scalar_one()
-        except DBAPIError:
-            held = False
-        if not held:
-            self._drop_connection()
-        return bool(held)
-
-    def _drop_connection(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(DBAPIError):
-                self._conn.close()
-            self._conn = None
-
-    # -- SQLite ----------------------------------------------------------------------------------------------
-
-    def _sqlite_claim(self, *, take_expired: bool) -> bool:
-        """Write ourselves into the lease row if we hold it (or it expired and ``take_expired``).
-
-        Both statements write, so the transaction takes SQLite's write lock before it
-        reads anything and two replicas cannot both see an expired lease.
-        """
-        now = self._clock()
-        claimable = LeaseRow.holder == self.identity
-        if take_expired:
-            claimable = or_(claimable, LeaseRow.expires_at <= now)
-        with self.store.transaction(write=True) as session:
-            session.execute(
-                sqlite_insert(LeaseRow)
-                .values(name=LEASE_NAME, holder="", renewed_at=0.0, expires_at=0.0)
-                .on_conflict_do_nothing()
-            )
-            result = session.execute(
-                update(LeaseRow)
-                .where(LeaseRow.name == LEASE_NAME, claimable)
-                .values(holder=self.identity, renewed_at=now, expires_at=now + self.lease_s)
-                .execution_options(synchronize_session=False)
-            )
-            claimed = getattr(result, "rowcount", 0) == 1
-        if claimed:
-            self._expires_at = now + self.lease_s
-        return claimed
+    def _mine(self) -> tuple[ColumnElement[bool], ...]:
+        """This tenure's lease row: our name, our holder, our token."""
+        return (LeaseRow.name == self.name, LeaseRow.holder == self.identity, LeaseRow.token == self._token)

@@ -1,6 +1,6 @@
 """The store's tables (design note 0003, "Store"), as SQLAlchemy 2 declarative models.
 
-The hand-written migration ``versions/0001_initial.py`` creates exactly these; a test
+The hand-written migrations in ``versions/`` (0001, then each change) create exactly these; a test
 compares the migrated schema with this metadata on SQLite and PostgreSQL. Constraint
 names come from one naming convention so both agree on them.
 """
@@ -77,7 +77,11 @@ class WorkloadRow(Base):
     """Workloads; the loop lists them by state every cycle."""
 
     __tablename__ = "workloads"
-    __table_args__ = (UniqueConstraint("namespace", "name"), Index("ix_workloads_state", "state"))
+    __table_args__ = (
+        UniqueConstraint("namespace", "name"),
+        Index("ix_workloads_state", "state"),
+        Index("ix_workloads_finished_at", "finished_at"),  # retention deletes the oldest finished first
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     namespace: Mapped[str]
@@ -151,12 +155,13 @@ class EventRow(Base):
 
 
 class LeaseRow(Base):
-    """Leader leases (SQLite; PostgreSQL uses an advisory lock instead)."""
+    """Leader leases on both backends; ``token`` (the fencing token) grows by one at every acquisition."""
 
     __tablename__ = "leases"
 
     name: Mapped[str] = mapped_column(String(63), primary_key=True)
     holder: Mapped[str]
+    token: Mapped[int] = mapped_column(BigInteger, server_default="0")
     renewed_at: Mapped[float]
     expires_at: Mapped[float]
 

@@ -6,7 +6,7 @@ parsed from JSON on every read; mutating one changes nothing in the store.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,22 @@ class StoreConflict(StoreError):
 
 class StoreNotFound(StoreError):
     """The write names a row that does not exist; nothing was written."""
+
+
+class LeaseLost(StoreError):
+    """A fenced write found that its leader no longer holds the lease (expired, or taken over with a
+    newer fencing token); nothing was written. The leader must step down."""
+
+
+@dataclass(frozen=True)
+class Fence:
+    """What a leader's writes check in the lease row: ``holder`` still holds lease ``name`` with fencing
+    ``token``, and it has not expired by ``clock()`` (the elector's clock, the one it renews with)."""
+
+    name: str
+    holder: str
+    token: int
+    clock: Callable[[], float]
 
 
 @dataclass(frozen=True)
