@@ -32,7 +32,6 @@ from pathlib import Path
 import pytest
 
 from gpuq.run.executors import ExecutorError, LocalExecutor, PodExit, PodLaunch
-from gpuq.run.pods import kill_leftover
 from gpuq.run.proctrack import CgroupTracker
 from gpuq.run.sandbox import Isolation, configure
 
@@ -466,6 +465,7 @@ time.sleep(60)
 """
 
 
+@pytest.mark.parametrize("recovery", ["swept", "adopted"])
 @pytest.mark.parametrize(
     ("mode", "tracking"),
     [
@@ -474,15 +474,20 @@ time.sleep(60)
         ),
         pytest.param("bwrap", "tree", marks=[NEEDS_ROOT, NEEDS_BWRAP], id="bwrap-tree"),
         pytest.param("user", "cgroup", marks=[NEEDS_ROOT, TRACKERS[0].marks[0]], id="user-cgroup"),
+        pytest.param("user", "tree", marks=[NEEDS_ROOT], id="user-tree"),
         pytest.param("none", "cgroup", marks=[TRACKERS[0].marks[0]], id="none-cgroup"),
+        pytest.param("none", "tree", id="none-tree"),
     ],
 )
-def test_a_killed_servers_pods_die_whole_at_recovery(setsid_root: Path, mode: str, tracking: str) -> None:
+def test_a_killed_servers_pods_die_whole_at_recovery(
+    setsid_root: Path, mode: str, tracking: str, recovery: str
+) -> None:
     """The server is SIGKILLed; its pod, setsid'd grandchild included, runs on until the next leader
-    recovers: the loop kills the pod's process group (``kill_leftover``) and a new executor of the same
-    workdir kills the dead executor's cgroups."""
+    recovers. A new executor of the same workdir either adopts it (its very supervisor, by pid and start
+    time) and then stops it whole like a pod it started, or, adopting nothing, sweeps it away whole."""
     marker = f"4646.{secrets.randbelow(10**6):06d}"
     tests = Path(__file__).resolve().parents[1]
+    key = "team-a/left/worker-0"
     server = subprocess.Popen(  # the marker in its environment: only the grandchild's command line has it
         [sys.executable, "-c", CRASHING_SERVER, str(setsid_root), mode, tracking],
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), *sys.path]), "MARKER": marker},
@@ -497,17 +502,28 @@ def test_a_killed_servers_pods_die_whole_at_recovery(setsid_root: Path, mode: st
         server.kill()
         server.wait()
         assert marked_processes(marker), "the pod outlives the killed server until recovery"
-        kill_leftover(pid)
-        LocalExecutor(setsid_root / "work", isolation=make_isolation(mode, setsid_root), tracking=tracking)
-        deadline = time.monotonic() + 5
-        while marked_processes(marker) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert marked_processes(marker) == []
+        isolation = make_isolation(mode, setsid_root)
+        recovering = LocalExecutor(setsid_root / "work", isolation=isolation, tracking=tracking)
+        assert recovering.probe(key, attempt=1, pid=pid).state == "lost"  # another attempt's record
+        assert recovering.probe(key, attempt=0, pid=pid + 1).state == "lost"  # another process
+        if recovery == "adopted":
+            adopted = recovering.adopt(key, attempt=0, pid=pid)
+            assert (adopted.state, adopted.pid) == ("running", pid)
+            assert recovering.running() == {key} and recovering.sweep() == []
+            assert marked_processes(marker), "an adopted pod runs on"
+            recovering.terminate(key, 0.2)
+            (exit_,) = wait_for_exits(recovering)
+            assert exit_.exit_code == -signal.SIGTERM  # the command's own status; its grandchild was killed
+            assert marked_processes(marker) == [], "the setsid'd grandchild outlived its adopted pod"
+        else:
+            assert recovering.sweep() == [key]
+            assert marked_processes(marker) == []
+            assert recovering.probe(key).state == "lost"  # its record went with it
+        recovering.close(grace_s=0.2)
     finally:
         server.kill()
         server.wait()
-        kill_leftover(pid)
-        LocalExecutor(setsid_root / "work", tracking=tracking)  # removes the dead executor's cgroups
+        LocalExecutor(setsid_root / "work", tracking=tracking).sweep()  # what a failed test left
         for leftover in marked_processes(marker):
             os.kill(leftover, signal.SIGKILL)
 

@@ -84,6 +84,7 @@ def pod_launch(tracked: Tracked, pod: PodState, workdir: Path) -> PodLaunch:
         resources={"num_gpus": float(len(pod.devices))},
         namespace=tracked.namespace,
         writable_dirs=writable,
+        attempt=pod.attempt,
     )
 
 
@@ -103,7 +104,8 @@ def pod_record(pod: PodState) -> PodRecord:
 
 
 def kill_leftover(pid: int | None) -> None:
-    """SIGKILL a previous loop's process group, if it still exists."""
+    """SIGKILL a previous loop's process group, if it still exists (for an executor that cannot take its
+    pods back: the pid is all there is to go by)."""
     if not pid:
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -8,7 +8,7 @@ and lets local processes and Ray stand behind the same five calls.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 
 class ExecutorError(RuntimeError):
@@ -30,6 +30,7 @@ class PodLaunch:
     resources: dict[str, float]  # for Ray: num_gpus, num_cpus, memory, custom
     namespace: str = ""  # the team: whose user the pod runs as (empty: the key's first part)
     writable_dirs: tuple[str, ...] = ()  # the pod's own directories besides its working one (checkpoints)
+    attempt: int = 0  # the pod row's attempt: recorded with the start, checked when a new leader adopts it
 
 
 @dataclass(frozen=True)
@@ -62,4 +63,45 @@ class Executor(Protocol):
 
     def close(self) -> None:
         """Stop every pod and release resources; the executor is unusable afterwards."""
+        ...
+
+
+ProbeState = Literal["running", "exited", "lost"]
+
+
+@dataclass(frozen=True)
+class PodProbe:
+    """What became of a pod that an earlier executor (a killed server's) started.
+
+    ``running``: the very process it started runs (same pid, start time and boot); ``exited``: it is
+    gone and recorded its exit (``exit_code``, negative for a signal, at ``time``); ``lost``: neither
+    (it never started, its record is gone or names another attempt or process).
+    """
+
+    key: str
+    state: ProbeState
+    exit_code: int | None = None
+    time: float | None = None
+    pid: int | None = None
+
+
+@runtime_checkable
+class RecoveringExecutor(Executor, Protocol):
+    """An executor whose pods outlive the server, so that the next leader takes them back (docs/serve.md,
+    "Recovery"). The loop probes every pod of a workload, adopts them all or none, then sweeps."""
+
+    def probe(self, key: str, *, attempt: int | None = None, pid: int | None = None) -> PodProbe:
+        """What became of the pod ``key`` (its ``attempt`` and ``pid`` as the store recorded them, when
+        known); changes nothing, except that a pod recorded but not yet running is abandoned (lost)."""
+        ...
+
+    def adopt(self, key: str, *, attempt: int | None = None, pid: int | None = None) -> PodProbe:
+        """Take the pod back: a running one is held as if this executor had started it (``poll`` reports
+        its exit, ``terminate`` stops it, ``running`` lists it); the recorded exit of one that is gone is
+        returned by the next ``poll``. A lost one is left to :meth:`sweep`."""
+        ...
+
+    def sweep(self) -> list[str]:
+        """Kill (and wait, briefly, for) every pod that executors no longer running started and nothing
+        adopted, and forget them; their keys. Call it once recovery has adopted what it keeps."""
         ...

@@ -1,14 +1,25 @@
 """Pods as local processes: the executor behind ``gpuq serve`` on one machine.
 
-Each pod runs in its own session (``start_new_session=True``), so its pid is also
-its process-group id. As in Kubernetes, where a container ends when its first
-process does, whatever is left of a pod when its leader exits is killed: a pod
-leaves no stragglers holding GPUs. "Whatever is left" is every process of the pod,
-not only its group: a tracker (:mod:`gpuq.run.proctrack`) holds the whole tree, a
-cgroup per pod where the server may create them, else the leader's descendants
-(bwrap's PID namespace, or a reaper leader, keeps orphans in the tree), so a
+Each pod runs in its own session (``start_new_session=True``) under a supervisor
+(:data:`~gpuq.run.proctrack.SUPERVISOR`), its first process, whose pid is the pod's.
+As in Kubernetes, where a container ends when its first process does, whatever is
+left of a pod when its command exits is killed: a pod leaves no stragglers holding
+GPUs. "Whatever is left" is every process of the pod, not only its group: a tracker
+(:mod:`gpuq.run.proctrack`) holds the whole tree, a cgroup per pod where the server
+may create them, else the supervisor's descendants (it is a subreaper), so a
 descendant that calls ``setsid`` dies with the pod too. A pod's exit is reported,
 and so its GPUs freed, only once every one of its processes is gone.
+
+**Pods outlive the server** (docs/serve.md, "Recovery"). Before a pod's supervisor
+starts, the executor writes its intent into the pod's record directory
+(:mod:`gpuq.run.podrecords`); the supervisor records its identity there before the
+command runs, and the command's status once the pod is gone. The next executor of the
+same workdir probes a pod the store names (:meth:`~LocalExecutor.probe`), adopts it
+(:meth:`~LocalExecutor.adopt`: held like one it started, or its recorded exit reported by the
+next ``poll``) and kills what no one adopted (:meth:`~LocalExecutor.sweep`). A record is
+removed once the loop has had the pod's exit (at the following ``poll``), or when this
+executor killed the pod itself in :meth:`~LocalExecutor.close` (the next leader then requeues
+it, as a stop it caused).
 
 With an :class:`~gpuq.run.sandbox.Isolation` (``gpuq serve`` always passes one) a
 pod runs as its namespace's unprivileged user, with a clean environment, its own
@@ -35,15 +46,28 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpuq.run.executors.base import ExecutorError, PodExit, PodLaunch
+from gpuq.run.executors.base import ExecutorError, PodExit, PodLaunch, PodProbe
 from gpuq.run.gpus import device_env
-from gpuq.run.proctrack import Tracker, make_tracker
+from gpuq.run.podrecords import Intent, Owner, PodRecords
+from gpuq.run.proctrack import (
+    Identity,
+    Tracker,
+    children,
+    descendants,
+    identity,
+    kill_group,
+    make_tracker,
+    populated,
+    remove_group,
+    supervisor_argv,
+)
 from gpuq.run.sandbox import POD_PATH, Isolation, IsolationError, PodUser, first_blocked, may_execute
 
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -51,20 +75,27 @@ _CLOSE_POLL_S = 0.02
 _CLOSE_KILL_WAIT_S = 1.0  # for SIGKILLed processes to die: only one stuck in the kernel takes longer
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _POD_UMASK = 0o022
+_SWEEP_WAIT_S = 5.0  # for a dead server's pods to die at recovery (only a process stuck in the kernel lasts)
+_LIVE: set[str] = set()  # ids of this process's executors not closed yet (their pods are never swept)
 
 
 @dataclass
 class _Pod:
-    """A started pod: its leader, where its log goes, the SIGKILL deadline once terminating, and, once
-    the leader has exited, its code while the rest of the pod is being killed."""
+    """A pod this executor holds: its supervisor (``process`` when this executor started it, else the
+    ``leader`` identity of one it adopted), where its log and record go, the SIGKILL deadline once
+    terminating, and, once the supervisor has exited, its code while the rest of the pod is being killed."""
 
     key: str
-    process: subprocess.Popen[bytes]
+    pid: int  # the supervisor's
+    process: subprocess.Popen[bytes] | None  # None: adopted from an earlier executor
     log_path: Path
-    monitor: bool  # the leader is a sandbox or reaper process, not the pod's command: spare it SIGTERM
-    sandboxed: bool  # bwrap reports a command killed by signal N as exit 128 + N
+    record: Path
+    token: str  # names this start in its record
+    sandboxed: bool  # bwrap runs it: its monitor is spared signals, and it reports signal N as exit 128 + N
+    leader: Identity | None = None  # adopted: the supervisor, to tell it from a process reusing its pid
     kill_at: float | None = None  # time.monotonic() at which the pod gets SIGKILL
-    code: int | None = None  # the leader's exit code, once it is reaped
+    code: int | None = None  # the supervisor's exit code, once it has exited
+    exited_at: float | None = None  # when an adopted pod's supervisor recorded the exit
     sent: set[int] = field(default_factory=set)  # signals this executor sent
 
 
@@ -90,12 +121,18 @@ class LocalExecutor:
         self._workdir = Path(workdir)
         self._clock = clock
         self._isolation = isolation
-        sandboxed = isolation is not None and isolation.bwrap is not None
-        self._tracker: Tracker = make_tracker(self._workdir, reaper=not sandboxed, prefer=tracking)
+        self._tracker: Tracker = make_tracker(self._workdir, prefer=tracking)
         self._lock = threading.RLock()
         self._pods: dict[str, _Pod] = {}
-        self._exits: list[PodExit] = []
+        self._exits: list[tuple[PodExit, Path, str]] = []  # with the record (and its token) to remove
+        self._handed: list[tuple[Path, str]] = []  # records of the exits the last poll returned
+        self._records = PodRecords(self._workdir)
+        self._id = uuid.uuid4().hex
+        me = identity(os.getpid())
+        self._owner = Owner(me or Identity(os.getpid(), 0, ""), self._id)
+        self._swept = False
         self._closed = False
+        _LIVE.add(self._id)
 
     @property
     def tracking(self) -> str:
@@ -109,14 +146,17 @@ class LocalExecutor:
 
         Raises ``ExecutorError``, with nothing started, for a closed executor, a key
         already running, an empty or unknown command, an unusable working directory or
-        log file, or a pod whose user or sandbox cannot be set up.
+        log file, or a pod whose user or sandbox cannot be set up. The first start of an
+        executor that was never asked to recover sweeps what dead executors left first.
         """
         argv = [*pod.command, *pod.args]
         with self._lock:
             if self._closed:
                 raise ExecutorError(f"{pod.key}: the executor is closed")
+            if not self._swept:
+                self._sweep(everything=False)
             if pod.key in self._pods:
-                raise ExecutorError(f"{pod.key}: already running (pid {self._pods[pod.key].process.pid})")
+                raise ExecutorError(f"{pod.key}: already running (pid {self._pods[pod.key].pid})")
             if not argv or not argv[0]:
                 raise ExecutorError(f"{pod.key}: no command to run (command and args are empty)")
             user = self._user(pod)
@@ -128,30 +168,25 @@ class LocalExecutor:
             env = self._environment(pod, home)
             self._check_executable(pod.key, argv[0], cwd, env["PATH"], user, writable)
             log_path = Path(pod.log_path)
-            process, monitor = self._spawn(pod, argv, env, cwd, log_path, user, writable)
+            process, record, token = self._spawn(pod, argv, env, cwd, log_path, user, writable)
             sandboxed = self._isolation is not None and self._isolation.bwrap is not None
-            self._pods[pod.key] = _Pod(pod.key, process, log_path, monitor, sandboxed)
+            self._pods[pod.key] = _Pod(pod.key, process.pid, process, log_path, record, token, sandboxed)
             return process.pid
 
     def poll(self) -> list[PodExit]:
         """Exits since the last poll, in the order they were detected; enforces due SIGKILL deadlines.
 
         A pod whose leader has exited is killed whole and reported once none of its
-        processes is left (usually at the same poll, else at a later one).
+        processes is left (usually at the same poll, else at a later one). The records of
+        the exits the previous poll returned are removed now: the caller has had them.
         """
         with self._lock:
-            now = time.monotonic()
-            for pod in list(self._pods.values()):
-                if pod.code is None and pod.kill_at is not None and now >= pod.kill_at:
-                    self._kill(pod)
-                if pod.code is None:
-                    pod.code = _reap(pod.process)
-                    if pod.code is not None:
-                        self._tracker.kill(pod.key)  # what the group kill missed: setsid'd descendants
-                if pod.code is not None and self._tracker.empty(pod.key):
-                    self._record_exit(pod, pod.code)
+            for record, token in self._handed:
+                self._records.remove(record, token)
+            self._scan()
             exits, self._exits = self._exits, []
-            return exits
+            self._handed = [(record, token) for _, record, token in exits]
+            return [exit_ for exit_, _, _ in exits]
 
     def terminate(self, key: str, grace_s: float) -> None:
         """SIGTERM every process of the pod now; SIGKILL them at the first poll ``grace_s`` seconds later.
@@ -162,7 +197,7 @@ class LocalExecutor:
         """
         with self._lock:
             pod = self._pods.get(key)
-            if pod is None or pod.code is not None or pod.process.returncode is not None:
+            if pod is None or pod.code is not None or (pod.process and pod.process.returncode is not None):
                 return
             if grace_s <= 0:  # no grace: straight to SIGKILL, as `kubectl delete --grace-period=0 --force`
                 self._kill(pod)
@@ -180,17 +215,22 @@ class LocalExecutor:
         """Terminate every pod, wait up to ``grace_s`` for them, SIGKILL the rest and reap them all.
 
         Blocks for at most about ``grace_s`` plus one second. Exits found here are
-        still returned by a final ``poll``; ``start`` refuses from now on.
+        still returned by a final ``poll``; ``start`` refuses from now on. The records of
+        the pods this stops are removed (the next leader requeues them: the control plane
+        stopped them, they did not fail); a pod that had exited by itself keeps its record.
         """
         with self._lock:
             self._closed = True
+            self._scan()
+            natural = {exit_.key for exit_, _, _ in self._exits}
             keys = list(self._pods)
         for key in keys:
             self.terminate(key, grace_s)
         deadline = time.monotonic() + grace_s
         while self.running() and time.monotonic() < deadline:
             time.sleep(_CLOSE_POLL_S)
-            self._collect()
+            with self._lock:
+                self._scan()
         with self._lock:
             for pod in self._pods.values():
                 if pod.code is None:
@@ -199,39 +239,200 @@ class LocalExecutor:
                     self._tracker.kill(pod.key)
             deadline = time.monotonic() + _CLOSE_KILL_WAIT_S
             for pod in list(self._pods.values()):
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    pod.process.wait(timeout=max(deadline - time.monotonic(), 0.0))
+                while pod.code is None and time.monotonic() < deadline:
+                    pod.code = self._leader_code(pod)
+                    if pod.code is None:
+                        self._kill(pod)  # one that joined its cgroup after the last kill
+                        time.sleep(_CLOSE_POLL_S)
                 while not self._tracker.empty(pod.key) and time.monotonic() < deadline:
                     time.sleep(_CLOSE_POLL_S)
-                self._record_exit(pod, pod.code if pod.code is not None else _reap(pod.process))
+                if pod.code is None:
+                    self._kill_supervisor(pod)
+                self._record_exit(pod, pod.code)
+            for exit_, record, token in self._exits:
+                if exit_.key not in natural:
+                    self._records.remove(record, token)
             self._tracker.close()
+            _LIVE.discard(self._id)
+
+    # --- recovery (the RecoveringExecutor port) -------------------------------------------------------
+
+    def probe(self, key: str, *, attempt: int | None = None, pid: int | None = None) -> PodProbe:
+        """What became of the pod ``key`` an earlier executor of this workdir started: ``running`` (its
+        supervisor, the very process, runs), ``exited`` (gone, its exit recorded) or ``lost``.
+
+        ``attempt`` and ``pid``, as the store recorded them, must match the record when given. A pod
+        whose intent is recorded but whose supervisor has not recorded itself yet is abandoned here
+        (it will run nothing) and so lost.
+        """
+        with self._lock:
+            own = self._pods.get(key)
+            if own is not None:
+                return PodProbe(key, "running", pid=own.pid)
+            directory = self._records.path(key)
+            intent = self._records.intent(directory)
+            if intent is None or intent.key != key or (attempt is not None and intent.attempt != attempt):
+                return PodProbe(key, "lost")
+            leader = self._records.leader(directory)
+            if leader is None and self._records.abandon(directory):
+                return PodProbe(key, "lost")
+            leader = leader or self._records.leader(directory)
+            if not isinstance(leader, Identity) or (pid is not None and leader.pid != pid):
+                return PodProbe(key, "lost")
+            if leader.alive():
+                return PodProbe(key, "running", pid=leader.pid)
+            exited = self._records.exited(directory)
+            if exited is None:
+                return PodProbe(key, "lost", pid=leader.pid)
+            return PodProbe(key, "exited", exited.code, exited.time, leader.pid)
+
+    def adopt(self, key: str, *, attempt: int | None = None, pid: int | None = None) -> PodProbe:
+        """Take back the pod ``key`` (see :meth:`probe`): a running one is held as if started here; the
+        recorded exit of one that is gone is returned by the next :meth:`poll`. A lost one is left to
+        :meth:`sweep`. A pod whose supervisor dies between the probe and now reports SIGKILL."""
+        with self._lock:
+            found = self.probe(key, attempt=attempt, pid=pid)
+            if key in self._pods or found.state == "lost":
+                return found
+            directory = self._records.path(key)
+            intent = self._records.intent(directory)
+            leader = self._records.leader(directory)
+            assert intent is not None and isinstance(leader, Identity)
+            if found.state == "running":
+                intent = self._records.set_owner(directory, intent, self._owner)
+                self._tracker.adopt(key, leader.pid, intent.group)
+                log_path = Path(intent.log_path) if intent.log_path else directory / "pod.log"
+                self._pods[key] = _Pod(
+                    key, leader.pid, None, log_path, directory, intent.token, intent.sandboxed, leader
+                )
+                return found
+            if intent.group is not None:
+                remove_group(intent.group)
+            assert found.exit_code is not None and found.time is not None
+            self._exits.append((PodExit(key, found.exit_code, found.time), directory, intent.token))
+            return found
+
+    def sweep(self) -> list[str]:
+        """Kill every pod recorded in this workdir that this executor does not hold (it started or adopted
+        it), wait (up to a few seconds) for them to be gone, and remove their records and cgroups; their
+        keys. The recovering loop calls it once it has adopted what it keeps: the workdir is its own.
+
+        Also kills the cgroups dead executors of this workdir left without a record (pods of a server
+        older than records).
+        """
+        return self._sweep(everything=True)
+
+    def _sweep(self, *, everything: bool) -> list[str]:
+        """:meth:`sweep`; without ``everything`` (a first start nobody recovered before), only the pods of
+        executors that no longer run (another process's that runs, or this process's not closed, stay)."""
+        with self._lock:
+            self._swept = True
+            victims: list[tuple[Path, Intent | None, Identity | None]] = []
+            unread = {record for _, record, _ in self._exits} | {record for record, _ in self._handed}
+            for directory in self._records.all():
+                if directory in unread:  # an exit the loop has not had (or not written) yet
+                    continue
+                intent = self._records.intent(directory)
+                if intent is not None:
+                    held = self._pods.get(intent.key)
+                    if held is not None and held.record == directory:
+                        continue
+                    if not everything and self._owned_elsewhere(intent):
+                        continue
+                leader = self._records.leader(directory)
+                if leader is None and not self._records.abandon(directory):
+                    leader = self._records.leader(directory)
+                victims.append((directory, intent, leader if isinstance(leader, Identity) else None))
+            deadline = time.monotonic() + _SWEEP_WAIT_S
+            while True:
+                left = [v for v in victims if _still_there(v[1], v[2])]
+                if not left or time.monotonic() >= deadline:
+                    break
+                for _, intent, leader in left:
+                    _kill_leftover(intent, leader)
+                time.sleep(_CLOSE_POLL_S)
+            for _, _, leader in left:
+                if leader is not None and leader.alive():
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(leader.pid, signal.SIGKILL)
+            for directory, intent, _ in victims:
+                if intent is not None and intent.group is not None:
+                    remove_group(intent.group)
+                self._records.remove(directory)
+            self._tracker.sweep(())
+            return [intent.key if intent else str(directory) for directory, intent, _ in victims]
+
+    def _owned_elsewhere(self, intent: Intent) -> bool:
+        """Whether the pod belongs to an executor that still runs (and so will stop it itself)."""
+        owner = intent.owner
+        if owner is None or owner.executor == self._id:
+            return False
+        if owner.process == self._owner.process:
+            return owner.executor in _LIVE
+        return owner.process.alive()
 
     # --- steps ------------------------------------------------------------------------------------
 
-    def _collect(self) -> None:
-        """Move finished pods into the pending exits without handing them out (``close``'s wait)."""
-        with self._lock:
-            pending = self.poll()
-            self._exits = pending + self._exits
+    def _scan(self) -> None:
+        """Enforce due SIGKILL deadlines and move the pods that are entirely gone to the pending exits."""
+        now = time.monotonic()
+        for pod in list(self._pods.values()):
+            if pod.code is None and pod.kill_at is not None and now >= pod.kill_at:
+                self._kill(pod)
+            if pod.code is None:
+                pod.code = self._leader_code(pod)
+                if pod.code is not None:
+                    self._tracker.kill(pod.key)  # what the supervisor missed (it kills its own)
+            if pod.code is not None and self._tracker.empty(pod.key):
+                self._record_exit(pod, pod.code)
+
+    def _leader_code(self, pod: _Pod) -> int | None:
+        """The supervisor's status once it has exited: reaped when this executor started it, else the
+        exit it recorded (SIGKILL where it recorded none: it was killed itself)."""
+        if pod.process is not None:
+            return _reap(pod.process)
+        if pod.leader is not None and pod.leader.alive():
+            return None
+        exited = self._records.exited(pod.record)
+        if exited is None:
+            return -signal.SIGKILL
+        pod.exited_at = exited.time
+        return exited.code
 
     def _signal(self, pod: _Pod, sig: signal.Signals) -> None:
-        """Send ``sig`` once to every process of the pod, setsid'd ones included, sparing a monitor leader
-        (bwrap's, whose death would SIGKILL the pod, or the reaper, which would forward it). Once: a
-        second SIGTERM could interrupt the pod's handler of the first."""
+        """Send ``sig`` once to every process of the pod, setsid'd ones included, sparing its supervisor
+        (which would forward it) and, sandboxed, bwrap's monitor (whose death would SIGKILL the pod).
+        Once: a second SIGTERM could interrupt the pod's handler of the first."""
         pod.sent.add(sig)
-        spared = {pod.process.pid} if pod.monitor else set()
+        spared = {pod.pid} | (children(pod.pid) if pod.sandboxed else set())
         pids = self._tracker.pids(pod.key) - spared
-        if not pids and not pod.monitor:
-            _signal_group(pod.process.pid, sig)  # the tracker saw nothing (yet): the group at least
+        if not pids and not pod.sandboxed and self._leader_code(pod) is None:
+            pids = {pod.pid}  # nothing in its cgroup yet: the supervisor forwards it to the command
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
 
     def _kill(self, pod: _Pod) -> None:
-        """SIGKILL the whole pod (its leader is not reaped yet, so its group id is still its own)."""
+        """SIGKILL every process of the pod but its supervisor, which then records the exit and exits (a
+        command that has not joined its cgroup yet is still the supervisor's descendant)."""
         pod.sent.add(signal.SIGKILL)
         self._tracker.kill(pod.key)
-        _signal_group(pod.process.pid, signal.SIGKILL)
+        if pod.code is None:
+            for pid in descendants(pod.pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def _kill_supervisor(self, pod: _Pod) -> None:
+        """The last resort of ``close``: SIGKILL the supervisor's whole group (an unreaped child's group
+        id is still its own; an adopted one is checked to be the very process)."""
+        if pod.process is not None:
+            _signal_group(pod.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                pod.process.wait(timeout=_CLOSE_KILL_WAIT_S)
+            pod.code = _reap(pod.process)
+        elif pod.leader is not None and pod.leader.alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pod.pid, signal.SIGKILL)
 
     def _user(self, pod: PodLaunch) -> PodUser | None:
         """The user the pod runs as: its namespace's under isolation as root, else None (the server's)."""
@@ -388,9 +589,9 @@ class LocalExecutor:
         log_path: Path,
         user: PodUser | None,
         writable: list[Path],
-    ) -> tuple[subprocess.Popen[bytes], bool]:
-        """Open the log (header line first), start the pod under its tracker, user and sandbox, close the
-        parent's copy of the log. Also whether the leader is a monitor rather than the command."""
+    ) -> tuple[subprocess.Popen[bytes], Path, str]:
+        """Record the pod's intent, open the log (header line first), start the pod's supervisor with its
+        cgroup, user and sandbox, close the parent's copy of the log. Also its record and start token."""
         header = f"--- {self._stamp()} start {pod.key}: {shlex.join(argv)}"
         header += f" (image {pod.image})" if pod.image else ""
         header += f" as {user.describe()}" if user is not None else ""
@@ -404,22 +605,30 @@ class LocalExecutor:
                 raise ExecutorError(f"{pod.key}: {error}") from error
             command, start_env, stdin_data = wrapped.argv, wrapped.env, wrapped.stdin
             options["umask"] = _POD_UMASK
-        prefix = self._tracker.prepare(pod.key)
+        group = self._tracker.prepare(pod.key)
         sandboxed = isolation is not None and isolation.bwrap is not None
-        # The leader is bwrap's monitor or the reaper, not the command, except for a cgroup without bwrap.
-        monitor = sandboxed or self._tracker.name != "cgroup"
+        token = uuid.uuid4().hex
+        intent = Intent(pod.key, pod.attempt, token, group, self._owner, str(log_path), sandboxed)
+        try:  # record first: whatever starts from here on, the next leader finds it
+            record = self._records.create(intent)
+        except OSError as error:
+            self._tracker.release(pod.key)
+            raise ExecutorError(
+                f"{pod.key}: cannot record the pod in {self._records.root}: {error}"
+            ) from error
         try:
             log = _open_log(log_path)
             stdin = _memory_file(stdin_data) if stdin_data is not None else subprocess.DEVNULL
         except OSError as error:
             self._tracker.release(pod.key)
+            self._records.remove(record)
             raise ExecutorError(f"{pod.key}: cannot open log {log_path}: {error}") from error
         with log:
             log.write((header + "\n").encode())
             log.flush()
             try:
                 process = subprocess.Popen(
-                    [*prefix, *command],
+                    [*supervisor_argv(record, group, start_env.get("LC_CTYPE")), *command],
                     env=start_env,
                     cwd=cwd,
                     stdin=stdin,
@@ -430,12 +639,13 @@ class LocalExecutor:
                 )
             except OSError as error:
                 self._tracker.release(pod.key)
+                self._records.remove(record)
                 raise ExecutorError(f"{pod.key}: cannot start {argv[0]!r}: {error}") from error
             finally:
                 if stdin != subprocess.DEVNULL:
                     os.close(stdin)
         self._tracker.started(pod.key, process.pid)
-        return process, monitor
+        return process, record, token
 
     def _record_exit(self, pod: _Pod, code: int | None) -> None:
         """Forget a finished pod, queue its ``PodExit`` and note the exit in its log."""
@@ -444,12 +654,30 @@ class LocalExecutor:
             exit_code = -(exit_code - 128)  # bwrap's 128 + N for a signal this executor sent: as unsandboxed
         self._pods.pop(pod.key, None)
         self._tracker.release(pod.key)
-        self._exits.append(PodExit(pod.key, exit_code, self._clock()))
+        at = pod.exited_at if pod.exited_at is not None else self._clock()
+        self._exits.append((PodExit(pod.key, exit_code, at), pod.record, pod.token))
         with contextlib.suppress(OSError), pod.log_path.open("a") as log:
             log.write(f"--- {self._stamp()} exit {pod.key}: code {exit_code}\n")
 
     def _stamp(self) -> str:
         return datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds")
+
+
+def _still_there(intent: Intent | None, leader: Identity | None) -> bool:
+    """Whether a swept pod's supervisor runs or its cgroup holds a process."""
+    group = intent.group if intent is not None else None
+    return (leader is not None and leader.alive()) or (group is not None and populated(group))
+
+
+def _kill_leftover(intent: Intent | None, leader: Identity | None) -> None:
+    """SIGKILL what is left of a pod nobody adopted: its cgroup, its supervisor's descendants (the
+    supervisor then exits by itself)."""
+    if intent is not None and intent.group is not None:
+        kill_group(intent.group)
+    if leader is not None and leader.alive():
+        for pid in descendants(leader.pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _namespace(pod: PodLaunch) -> str:
