@@ -52,6 +52,7 @@ from gpuq.core.lifecycle import (
     StartPods,
     StateChanged,
     StopPods,
+    Timer,
     WaitReason,
     WakeAt,
     WorkloadState,
@@ -59,20 +60,21 @@ from gpuq.core.lifecycle import (
 from gpuq.core.lifecycle import events as ev
 from gpuq.core.lifecycle.machine import LifecycleSettings
 from gpuq.core.lifecycle.states import ACTIVE as ACTIVE_STATES
-from gpuq.core.model import ClusterConfig, Workload
+from gpuq.core.model import Admission, ClusterConfig, Workload
 from gpuq.core.nodes import Node
 from gpuq.core.placement.engine import Placer, PodBinding
 from gpuq.run.devices import DeviceAllocator
-from gpuq.run.executors.base import Executor, ExecutorError
+from gpuq.run.executors.base import Executor, ExecutorError, PodProbe, RecoveringExecutor
 from gpuq.run.gpus import GPUDevice
 from gpuq.run.jobs import JobRun, job_run
 from gpuq.run.pods import PodState, Tracked, kill_leftover, pod_key, pod_launch, pod_record
-from gpuq.run.store import ConditionRecord, Store, WorkloadChange, WorkloadRecord
+from gpuq.run.store import ConditionRecord, PodRecord, Store, WorkloadChange, WorkloadRecord
 
 if TYPE_CHECKING:
     from gpuq.run.serving.controller import ServiceController
 
 ACTIVE = tuple(state.value for state in ACTIVE_STATES)
+_RESTARTED = ("ControlPlaneRestarted", "the control plane restarted; pods requeued")
 DEFAULT_MAX_GRACE_S = 300.0  # gpuq serve --max-grace-period
 KUEUE_KINDS = frozenset(
     {
@@ -234,50 +236,174 @@ class ControlLoop:
 
     def _resubmit(self, tracked: Tracked, now: float) -> None:
         """Put a tracked workload into a fresh lifecycle: pending ones queue, admitted ones keep their
-        quota and their pods where they run, devices included."""
+        quota and their pods where they run, devices included; running ones also keep their failures,
+        their ``activeDeadlineSeconds`` and the pod exits already seen (:meth:`_readopt`). One whose
+        quota the new configuration no longer grants (its ClusterQueue gone or draining) loses its pods
+        and waits in its queue again."""
         assert self.life is not None
         policy = _policy(tracked.run, self.max_grace_s)
         if tracked.state in ("Pending", "QuotaReserved") or tracked.workload.admission is None:
             tracked.state = WorkloadState.PENDING
             self.life.submit(dataclasses.replace(tracked.workload, admission=None), now, policy)
             return
-        bindings = [
-            PodBinding(pod_key(tracked, pod), pod.node, tuple(int(d) for d in pod.devices if d.isdigit()))
-            for pod in tracked.pods.values()
-        ]
-        running = tracked.state == WorkloadState.RUNNING
-        self.life.adopt(tracked.workload, now, placed=bindings or None, running=running, policy=policy)
-        if not running:
+        if tracked.state != WorkloadState.RUNNING:
+            bindings = _bindings(tracked)
+            self.life.adopt(tracked.workload, now, placed=bindings or None, running=False, policy=policy)
             self.life.start(tracked.key, now)
+            return
+        codes = {row.name: row.exit_code for row in self.store.pods_of(tracked.record_id)}
+        seen = [
+            (pod.name, 0 if pod.succeeded else codes.get(pod.name) or 1)
+            for pod in tracked.pods.values()
+            if not pod.running
+        ]
+        if not self._readopt(tracked, now, seen):
+            self._stop_all(tracked, 0.0, now, record=False)
+            message = "the new configuration does not grant its quota; pods stopped and requeued"
+            self._unhold(tracked, now, "ConfigurationChanged", message)
 
     # --------------------------------------------------------------- intake
     def _recover(self, now: float) -> None:
-        """After a restart: pods of a previous loop cannot be reattached, so admitted and running
-        workloads are evicted (their leftover processes killed) and requeued; none is lost or doubled."""
+        """After a restart (this loop's first step, a new leader): take back what the previous one left.
+
+        Each workload the store says is Admitted or Running is taken back whole or not at all: when
+        every pod its rows name as started is the very process recorded and still runs, or is gone
+        with its exit recorded (the executor's :meth:`~RecoveringExecutor.probe`), it is adopted as it
+        was: Running, holding its quota and its pods' devices; the exits recorded while no loop ran
+        are delivered as pod exits at the first reap, so a job that succeeded meanwhile succeeds once
+        and a failure counts against its ``backoffLimit``. When any pod is lost (gone without a record,
+        never started, another attempt or process) or an eviction was in flight, the workload is
+        evicted and requeued (``ControlPlaneRestarted``). Pending ones queue again. Last, the executor
+        kills whatever earlier executors started that nothing adopted (:meth:`~RecoveringExecutor.sweep`).
+
+        An executor that cannot take its pods back (Ray) kills them by pid, and every admitted or
+        running workload is requeued."""
         assert self.life is not None
+        executor = self.executor if isinstance(self.executor, RecoveringExecutor) else None
         for record in self.store.list_workloads(states=ACTIVE):
             tracked = self._track(record, now)
             if tracked is None:
                 continue
             if record.state in ("Admitted", "Running"):
-                for pod in self.store.pods_of(record.id):
-                    kill_leftover(pod.pid)
-                condition = ConditionRecord(
-                    "Evicted",
-                    "True",
-                    "ControlPlaneRestarted",
-                    "the control plane restarted; pods requeued",
-                    now,
-                )
-                self.store.apply_decisions(
-                    [
-                        WorkloadChange(
-                            record.id, "Pending", condition=condition, pods=[], fields={"admission": None}
-                        )
-                    ]
-                )
+                if executor is not None and self._take_back(tracked, record, executor, now):
+                    continue
+                if executor is None:
+                    for pod in self.store.pods_of(record.id):
+                        kill_leftover(pod.pid)
+                self._write_requeued(tracked, now, *_RESTARTED)
             tracked.state = WorkloadState.PENDING
             self.life.submit(tracked.workload, now, _policy(tracked.run, self.max_grace_s))
+        if executor is not None:
+            executor.sweep()
+
+    def _take_back(
+        self, tracked: Tracked, record: WorkloadRecord, executor: RecoveringExecutor, now: float
+    ) -> bool:
+        """Adopt an admitted or running workload of a previous loop with its pods (see :meth:`_recover`);
+        False, with nothing adopted, when it must be requeued instead."""
+        assert self.life is not None
+        rows = self.store.pods_of(record.id)
+        if not rows or record.admission is None or self._was_evicting(record):
+            return False
+        started = [row for row in rows if row.state not in ("Succeeded", "Failed")]
+        for row in started:
+            probe = executor.probe(f"{tracked.key}/{row.name}", attempt=row.attempt, pid=row.pid)
+            if probe.state == "lost":
+                return False
+        admission = _stored_admission(record, tracked.workload)
+        if admission is None:
+            return False
+        tracked.workload = dataclasses.replace(
+            tracked.workload, admission=admission, quota_reserved_time=record.admitted_at
+        )
+        tracked.pods = {row.name: _pod_state(row) for row in rows}
+        tracked.state = WorkloadState.RUNNING
+        tracked.admitted_at = record.admitted_at
+        tracked.started_at = record.started_at or now
+        seen = [
+            (row.name, 0 if row.state == "Succeeded" else row.exit_code or 1)
+            for row in rows
+            if row not in started
+        ]
+        exited = 0
+        for row in started:
+            taken = executor.adopt(f"{tracked.key}/{row.name}", attempt=row.attempt, pid=row.pid)
+            exited += taken.state == "exited"
+            if taken.state == "lost":  # it died, unrecorded, since the probe: killed
+                seen.append(self._died(tracked.pods[row.name], taken, now))
+        if not self._readopt(tracked, now, seen):
+            self._stop_all(tracked, 0.0, now, record=False)
+            self._unhold(tracked, now, *_RESTARTED)
+            return True
+        if record.state != WorkloadState.RUNNING:  # its pods had started, PodsReady was not written yet
+            condition = ConditionRecord("PodsReady", "True", "PodsReady", "all pods are running", now)
+            fields = {"started_at": tracked.started_at}
+            self.store.apply_decisions(
+                [WorkloadChange(record.id, WorkloadState.RUNNING, condition=condition, fields=fields)]
+            )
+        message = f"the control plane restarted; {len(started)} running pod(s) taken back"
+        message += f", {exited} of them ended meanwhile" if exited else ""
+        self._event(tracked, "Normal", "Adopted", message, now)
+        return True
+
+    def _readopt(self, tracked: Tracked, now: float, seen: Sequence[tuple[str, int]]) -> bool:
+        """Adopt a running workload into the lifecycle with its pods where they run, as it was: its
+        failures (one per restart so far), its ``activeDeadlineSeconds`` timer, its allocator devices,
+        and the exits ``seen`` (pod, code) of pods no longer running delivered again. False when the
+        lifecycle does not grant it quota (it then waits in its queue)."""
+        assert self.life is not None
+        policy = _policy(tracked.run, self.max_grace_s)
+        bindings = _bindings(tracked)
+        if not self.life.adopt(tracked.workload, now, placed=bindings or None, running=True, policy=policy):
+            return False
+        life = self.life.life(tracked.key)
+        assert life is not None
+        tracked.workload = life.workload
+        life.failures = sum(pod.attempt for pod in tracked.pods.values())
+        deadline = policy.active_deadline_s
+        if deadline is not None and tracked.started_at is not None:
+            life.started_at = tracked.started_at
+            self._on_wake_at(WakeAt(tracked.key, Timer.DEADLINE, tracked.started_at + deadline, life.token))
+        self._claim_devices(tracked)
+        for name, code in seen:
+            self.life.handle(ev.PodExited(tracked.key, name, code, now))
+        return True
+
+    def _was_evicting(self, record: WorkloadRecord) -> bool:
+        """Whether the previous loop was evicting the workload (its last condition says Evicted)."""
+        conditions = self.store.conditions(record.id)
+        return bool(conditions) and conditions[-1].type == "Evicted"
+
+    def _died(self, pod: PodState, probe: PodProbe, now: float) -> tuple[str, int]:
+        """A pod found running whose process vanished before it was adopted: a SIGKILLed pod."""
+        pod.running = False
+        if pod.store_id is not None:
+            self.store.update_pod(pod.store_id, state="Failed", exit_code=-9, finished_at=now)
+        return pod.name, -9
+
+    def _unhold(self, tracked: Tracked, now: float, reason: str, message: str) -> None:
+        """A workload the lifecycle took back as pending (no quota for it now): forget its pods."""
+        self._give_devices(tracked)
+        tracked.pods = {}
+        tracked.state = WorkloadState.PENDING
+        tracked.started_at = None
+        tracked.workload = dataclasses.replace(tracked.workload, admission=None)
+        self._write_requeued(tracked, now, reason, message)
+
+    def _write_requeued(self, tracked: Tracked, now: float, reason: str, message: str) -> None:
+        """The store's side of a workload evicted and requeued here: Pending, no admission, no pods."""
+        condition = ConditionRecord("Evicted", "True", reason, message, now)
+        fields: dict[str, Any] = {"admission": None, "cluster_queue": None}
+        self.store.apply_decisions(
+            [WorkloadChange(tracked.record_id, "Pending", condition=condition, pods=[], fields=fields)]
+        )
+
+    def _claim_devices(self, tracked: Tracked) -> None:
+        """Adopted pods keep the devices a node's allocator gave them (MIG slices): taken again."""
+        for pod in tracked.pods.values():
+            allocator = self._allocators.get(pod.node)
+            if allocator is not None and pod.devices:
+                _claim(allocator, pod_key(tracked, pod), pod.devices)
 
     def _intake(self, now: float) -> None:
         assert self.life is not None
@@ -532,8 +658,14 @@ class ControlLoop:
                 pod.store_id = record.id
 
     def _start(self, tracked: Tracked, pod: PodState, now: float) -> str:
-        """Start one pod; the executor's error when it could not (nothing started), else ""."""
+        """Start one pod; the executor's error when it could not (nothing started), else "".
+
+        Record first: the pod's row names the attempt about to start before any process does (a first
+        start's row was just written, Pending), and the executor records its intent before it starts
+        the process; a leader taking over after a crash in between finds it, to adopt or kill."""
         launch = pod_launch(tracked, pod, self.workdir)
+        if pod.store_id is not None and pod.attempt > 0:
+            self.store.update_pod(pod.store_id, state="Pending", attempt=pod.attempt, pid=None)
         try:
             pid = self.executor.start(launch)
         except ExecutorError as error:
@@ -600,6 +732,53 @@ class ControlLoop:
         assert self.scheduler is not None
         target, _ = self.scheduler.route(tracked.workload)
         return target or ""
+
+
+def _bindings(tracked: Tracked) -> list[PodBinding]:
+    """Where a tracked workload's pods run, devices included, as placement restores them."""
+    return [
+        PodBinding(pod_key(tracked, pod), pod.node, tuple(int(d) for d in pod.devices if d.isdigit()))
+        for pod in tracked.pods.values()
+    ]
+
+
+def _pod_state(row: PodRecord) -> PodState:
+    """The loop's view of a pod from its row: running unless its exit was seen."""
+    finished = row.state in ("Succeeded", "Failed")
+    return PodState(
+        row.name,
+        row.pod_set,
+        row.node or "",
+        tuple(row.devices),
+        store_id=row.id,
+        attempt=row.attempt,
+        running=not finished,
+        succeeded=row.state == "Succeeded",
+    )
+
+
+def _seen_exit(row: PodRecord) -> tuple[str, int]:
+    """The exit of a pod whose row says it ended (a failed one waits for its restart)."""
+    return row.name, 0 if row.state == "Succeeded" else row.exit_code or 1
+
+
+def _stored_admission(record: WorkloadRecord, workload: Workload) -> Admission | None:
+    """The admission the store recorded (``_on_reserved`` wrote it) as the core reads one in a status."""
+    try:
+        model = kueue.Admission.model_validate(record.admission)
+    except ValueError:
+        return None
+    return convert.admission(model, workload.pod_sets)
+
+
+def _claim(allocator: DeviceAllocator, owner: str, devices: Sequence[str]) -> None:
+    """Mark ``devices`` held by ``owner`` in ``allocator`` (those still free there), as ``take`` would
+    have; the allocator has no call for a given device, so its pools are edited here."""
+    for resource, pool in allocator._free.items():
+        for device in devices:
+            if device in pool:
+                pool.remove(device)
+                allocator._held.setdefault(owner, []).append((resource, device))
 
 
 def _policy(run: JobRun, max_grace_s: float) -> JobPolicy:
