@@ -253,7 +253,10 @@ class Scheduler:
         root = node.root()
         removal = [v for v in victims.values() if self.state.node(v.cluster_queue).root() is root]
         removal += [t.victim for t in entry.targets]
-        with self.state.without_usage(removal):
+        if removal:
+            with self.state.without_usage(removal):
+                fits = all(amount <= available(node, fr) for fr, amount in assignment.usage.items())
+        else:
             fits = all(amount <= available(node, fr) for fr, amount in assignment.usage.items())
         if not fits:
             entry.requeue = RequeueReason.FAILED_AFTER_NOMINATION
@@ -309,7 +312,9 @@ class Scheduler:
         first = entry.assignment
         pinned = {ps.name: ps.flavors for ps in first.pod_sets}
         counts = {ps.name: ps.count for ps in first.pod_sets}
-        with self.state.simulate_removal(list(victims.values())):
+        root = self.state.node(entry.cluster_queue).root()  # what-ifs only read the entry's cohort tree
+        gone = [v for v in victims.values() if self.state.node(v.cluster_queue).root() is root]
+        with self.state.simulate_removal(gone):
             again = FlavorAssigner(self.state, entry.workload, entry.cluster_queue).assign(
                 counts, pinned=pinned
             )

@@ -241,8 +241,9 @@ def run_cycles(
     stop: StopReason | None = None
     if max_cycles is not None and max_cycles <= 0:
         stop = watch.stop_at_limit()
+    active = scheduler.active_count()
     while stop is None:
-        before = scheduler.active_count()
+        before = active
         result, entries = scheduler.plan_cycle(now)
         if not entries:
             stop = watch.observe(result)
@@ -254,8 +255,8 @@ def run_cycles(
             preempted[eviction.workload] = eviction
             admitted.pop(eviction.workload, None)
             scheduler.evict(eviction.workload, now)
-        moved = scheduler.active_count() != before
-        stop = watch.observe(result, moved)
+        active = scheduler.active_count()  # also the next cycle's "before": nothing runs in between
+        stop = watch.observe(result, active != before)
     assert stop is not None
     if stop.kind in (StopKind.PERIODIC, StopKind.NO_PROGRESS):
         stop = replace(stop, why=explain_churn(stop.churn, scheduler.config))
