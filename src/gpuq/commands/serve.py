@@ -587,3 +587,48 @@ def users_list(database: DatabaseOption = None) -> None:
     for user in users:
         table.add_row(user.name, ", ".join(user.roles), ", ".join(user.namespaces) or "-")
     out.print(table)
+
+
+@users_app.command("delete")
+def users_delete(
+    name: Annotated[str, typer.Argument(help="User name.")], database: DatabaseOption = None
+) -> None:
+    """Delete a user: its token gets 401 from the next request on (the last admin cannot be deleted)."""
+    from gpuq.server.auth import delete_user
+
+    store = _open_store(database)
+    try:
+        deleted = delete_user(store, name)
+    except ValueError as error:
+        raise _fail(str(error)) from error
+    finally:
+        store.close()
+    if not deleted:
+        raise _fail(f"no user {name!r} (gpuq users list)")
+    out.print(f"user/{name} deleted", highlight=False, markup=False)
+
+
+@users_app.command("rotate-token")
+def users_rotate_token(
+    name: Annotated[str, typer.Argument(help="User name.")], database: DatabaseOption = None
+) -> None:
+    """Give a user a new token and print it (shown once); the old one gets 401 from the next request on.
+
+    When the context file holds the old token (your own), it is updated with the new one."""
+    from gpuq.server.auth import rotate_token
+    from gpuq.server.context import DEFAULT_SERVER, read_context, write_context
+
+    store = _open_store(database)
+    try:
+        context = read_context()
+        held = store.user_for_token(context["token"]) if context.get("token") else None
+        token = rotate_token(store, name)
+    finally:
+        store.close()
+    if token is None:
+        raise _fail(f"no user {name!r} (gpuq users list)")
+    if held is not None and held.name == name:
+        written = write_context(context.get("server", DEFAULT_SERVER), token)
+        note = f"the context file {written} held the old token: it now holds the new one"
+        err.print(note, highlight=False, markup=False)
+    out.print(token, highlight=False, markup=False)

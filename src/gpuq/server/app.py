@@ -29,6 +29,7 @@ from gpuq.server.routes_forecast import router as forecast_router
 from gpuq.server.routes_objects import router as objects_router
 from gpuq.server.routes_services import ServiceViews, proxy_router
 from gpuq.server.routes_services import router as services_router
+from gpuq.server.routes_users import router as users_router
 from gpuq.server.routes_workloads import router as workloads_router
 from gpuq.server.runner import QueueUsage
 from gpuq.server.watch import ChangeFeed
@@ -106,6 +107,7 @@ def create_app(
     app.include_router(workloads_router, prefix=API_PREFIX)
     app.include_router(forecast_router, prefix=API_PREFIX)
     app.include_router(services_router, prefix=API_PREFIX)
+    app.include_router(users_router, prefix=API_PREFIX)
     app.include_router(objects_router, prefix=API_PREFIX)
     return app
 

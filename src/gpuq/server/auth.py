@@ -11,7 +11,9 @@ Roles (design note 0003, ``users.roles``):
   to a configuration object.
 
 Every refusal is raised before a handler writes, so a refused request changes nothing.
-Tokens are random (``secrets.token_urlsafe``); the store keeps only their sha256.
+Tokens are random (``secrets.token_urlsafe``); the store keeps only their sha256, and every request
+looks its token up again, so a deleted user's token or a rotated-out one stops working at once.
+Users are an admin's to manage (:data:`USER`: delete, rotate a token).
 """
 
 from __future__ import annotations
@@ -30,10 +32,10 @@ from gpuq.server.errors import ApiError
 from gpuq.server.kinds import CLUSTER_KINDS, SERVING_KINDS, WORKLOAD
 
 ADMIN, MEMBER = "admin", "member"
-Verb = Literal["get", "list", "watch", "apply", "delete", "logs"]
+Verb = Literal["get", "list", "watch", "apply", "delete", "logs", "rotate the token of"]
 READ_VERBS = frozenset({"get", "list", "watch"})
-NODE, EVENT = "Node", "Event"
-"""Kinds authorization knows besides the stored ones: the live nodes and the event log."""
+NODE, EVENT, USER = "Node", "Event", "User"
+"""Kinds authorization knows besides the stored ones: the live nodes, the event log and the users."""
 
 
 def bearer_user(request: Request) -> UserRecord:
@@ -83,6 +85,8 @@ def authorize(user: UserRecord, verb: Verb, kind: str, namespace: str = "", *, s
         grants = "no role"
     if namespace and namespace not in user.namespaces:
         why = "the namespace is not granted"
+    elif kind == USER:
+        why = "users are an admin's to manage"
     elif kind in SERVING_KINDS:
         why = "serving objects are an admin's to apply and delete (members read them and call their services)"
     else:
@@ -119,6 +123,24 @@ def add_user(
     token = token or new_token()
     store.add_user(name, token, [ADMIN] if admin else [MEMBER], spaces)
     return token
+
+
+def delete_user(store: Store, name: str) -> bool:
+    """Delete a user (its token stops working at once); False when there is none.
+
+    Raises ValueError for the last admin (no one could manage the control plane afterwards; a restart
+    of ``gpuq serve`` would mint a new admin token)."""
+    try:
+        return store.delete_user(name, keep_role=ADMIN)
+    except StoreConflict as error:
+        raise ValueError(f"{error}: add another admin first (gpuq users add NAME --admin)") from error
+
+
+def rotate_token(store: Store, name: str) -> str | None:
+    """Give ``name`` a new token and return it (shown once); the old one stops working at once.
+    None when there is no such user."""
+    token = new_token()
+    return token if store.set_token(name, token) else None
 
 
 def ensure_admin(store: Store, token: str | None = None) -> str | None:

@@ -320,3 +320,33 @@ class Store(StoreBase):
                 select(UserRow).where(UserRow.token_hash == token_hash(token))
             ).one_or_none()
             return None if row is None else convert.user_record(row)
+
+    def delete_user(self, name: str, *, keep_role: str | None = None) -> bool:
+        """Delete a user: its token stops working at once. False (and no write) when there was none.
+
+        With ``keep_role``, deleting the last user holding that role raises StoreConflict (and writes
+        nothing), in the same transaction as the delete, so two concurrent deletes cannot both pass.
+        """
+        with self._write() as write:
+            row = write.session.get(UserRow, name)
+            if row is None:
+                write.changed = False
+                return False
+            if keep_role is not None and keep_role in row.roles:
+                others = write.session.scalars(select(UserRow).where(UserRow.name != name))
+                if not any(keep_role in other.roles for other in others):
+                    raise StoreConflict(f"user {name!r} is the last {keep_role}")
+            write.session.delete(row)
+            return True
+
+    def set_token(self, name: str, token: str) -> bool:
+        """Give a user a new token (only its sha256 is stored): the old one stops working at once.
+
+        False (and no write) when there is no such user."""
+        with self._write() as write:
+            row = write.session.get(UserRow, name)
+            if row is None:
+                write.changed = False
+                return False
+            row.token_hash = token_hash(token)
+            return True
