@@ -150,18 +150,23 @@ def test_a_bad_dry_run_is_refused_clearly_and_stores_nothing(
     assert plane.snapshot() == before
 
 
-def test_apply_stamps_the_submitter_unless_the_manifest_names_one(plane: Plane) -> None:
-    own = job("own")
-    own["metadata"]["annotations"] = {SUBMITTED_BY: "ci-bot"}
-    assert plane.apply(dump(job("mine"), own), plane.team_a).status_code == 200
-    stored = {n: plane.store.get_workload("team-a", n) for n in ("mine", "own")}
-    assert {n: r.manifest["metadata"]["annotations"][SUBMITTED_BY] for n, r in stored.items() if r} == {
-        "mine": "alice",
-        "own": "ci-bot",
+def test_apply_stamps_the_authenticated_submitter_whatever_the_manifest_says(plane: Plane) -> None:
+    """A member who writes another's name (or anything) as the submitter gets its own."""
+    forged = job("forged")
+    forged["metadata"]["annotations"] = {SUBMITTED_BY: "bob", "team": "vision"}
+    assert plane.apply(dump(job("mine"), forged), plane.team_a).status_code == 200
+    stored = {n: plane.store.get_workload("team-a", n) for n in ("mine", "forged")}
+    assert {n: r.manifest["metadata"]["annotations"] for n, r in stored.items() if r} == {
+        "mine": {SUBMITTED_BY: "alice"},
+        "forged": {SUBMITTED_BY: "alice", "team": "vision"},  # other annotations kept
     }
-    again = plane.apply(dump(job("mine"), own), plane.admin)  # the same files again, by someone else
+    again = plane.apply(dump(job("mine"), forged), plane.admin)  # the same files again, by someone else
     assert again.status_code == 200, again.text
     assert [r["action"] for r in again.json()["results"]] == ["unchanged", "unchanged"]
+    stored_again = plane.store.get_workload("team-a", "forged")
+    assert (
+        stored_again is not None and stored_again.manifest["metadata"]["annotations"][SUBMITTED_BY] == "alice"
+    )
 
 
 def test_get_workloads_shows_the_eta_and_describe_the_forecast(

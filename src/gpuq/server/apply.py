@@ -16,8 +16,9 @@ A request is one YAML or JSON text of one or many documents (``kind: List`` expa
    or unchanged; a workload is created, or unchanged when the stored one has the same
    manifest, and any other stored workload of that name is a 409;
 5. write: objects first (a workload may name a LocalQueue of the same request), then
-   workloads, in request order, each stamped with the ``gpuq.dev/submitted-by`` annotation
-   (the API user's name) unless it has one, so runtime history can be kept per user.
+   workloads, in request order, each stamped with the ``gpuq.dev/submitted-by`` annotation:
+   the authenticated API user's name, whatever the manifest wrote there (a member cannot submit
+   in another's name), so runtime history can be kept per user.
 
 Nothing is written unless steps 1-4 pass for every document, so an apply is all or
 nothing; only a concurrent writer between steps 3 and 5 can interleave (the store has
@@ -256,18 +257,18 @@ def _as_stored(document: dict[str, Any]) -> Any:
 
 
 def stamped(document: dict[str, Any], user: str) -> dict[str, Any]:
-    """``document`` with ``gpuq.dev/submitted-by: user`` unless it names a submitter already (or no user)."""
+    """``document`` with ``gpuq.dev/submitted-by: user``, the authenticated user, replacing whatever the
+    manifest wrote there; without a user, without the annotation. Never taken from the manifest."""
     metadata = document.get("metadata")
-    if not user or not isinstance(metadata, dict):
+    if not isinstance(metadata, dict):
         return document
-    annotations = metadata.get("annotations")
-    if isinstance(annotations, dict) and SUBMITTED_BY in annotations:
+    found = metadata.get("annotations")
+    annotations: dict[str, Any] = found if isinstance(found, dict) else {}
+    if (SUBMITTED_BY in annotations) == bool(user) and annotations.get(SUBMITTED_BY, user) == user:
         return document
     out = copy.deepcopy(document)
-    out["metadata"]["annotations"] = {
-        **(annotations if isinstance(annotations, dict) else {}),
-        SUBMITTED_BY: user,
-    }
+    kept = {k: v for k, v in annotations.items() if k != SUBMITTED_BY}
+    out["metadata"]["annotations"] = {**kept, SUBMITTED_BY: user} if user else kept
     return out
 
 
