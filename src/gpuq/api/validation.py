@@ -23,6 +23,7 @@ from gpuq.api.names import (
     label_problems,
     label_value_problem,
     qualified_name_problem,
+    source_name_problem,
 )
 from gpuq.api.pods import device_problems, quantity_problems, request_limit_problems
 
@@ -75,6 +76,15 @@ def _metadata_problems(manifest: Manifest) -> Findings:
     problem = _name_rule(manifest.model)(meta.name)
     if problem:
         yield ("metadata", "name"), f"invalid name {meta.name!r}: {problem}"
+    if isinstance(manifest.model, kueue.Workload) and manifest.kind != "Workload":  # a source: its name
+        pod_sets = tuple(ps.name for ps in manifest.model.spec.pod_sets)
+        if problem := source_name_problem(manifest.kind, manifest.name, pod_sets):
+            shown = (
+                manifest.name
+                if len(manifest.name) <= 70
+                else f"{manifest.name[:60]}... ({len(manifest.name)})"
+            )
+            yield ("metadata", "name"), f"invalid {manifest.kind} name {shown!r}: {problem}"
     if manifest.namespace and (problem := dns_label_problem(manifest.namespace)):
         yield ("metadata", "namespace"), f"invalid namespace {manifest.namespace!r}: {problem}"
     yield from label_problems(meta.labels, ("metadata", "labels"))
