@@ -92,10 +92,10 @@ def test_costly_yaml_is_refused_fast_and_plain_yaml_reads(
     parsed, problems = parse_documents("bomb.yaml", text)
     refusal = yaml_refusal(text)
     took = time.process_time() - started
-    assert took < 0.5, f"{took:.2f} s of CPU"
-    if message is None:
+    if message is None:  # read as before (and as fast: reading is the cost, no measuring)
         assert problems == [] and parsed and refusal is None
         return
+    assert took < 0.5, f"refused after {took:.2f} s of CPU"
     assert parsed == [] and len(problems) == 1
     assert problems[0].path == "bomb.yaml" and problems[0].line == line
     assert message in problems[0].message
