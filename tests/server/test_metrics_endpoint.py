@@ -145,7 +145,7 @@ def test_queue_metrics_use_kueue_names_and_labels(live: Live) -> None:
     assert 'kueue_admitted_workloads_total{cluster_queue="shared"} 2.0' in text
     assert 'kueue_admitted_active_workloads{cluster_queue="shared"} 2.0' in text
     assert 'kueue_pending_workloads{cluster_queue="shared",status="inadmissible"} 1.0' in text
-    gpu = 'cluster_queue="shared",flavor="gpu",resource="nvidia.com/gpu"'
+    gpu = 'cluster_queue="shared",cohort="",flavor="gpu",resource="nvidia.com/gpu"'
     assert f"kueue_cluster_queue_nominal_quota{{{gpu}}} 4.0" in text
     assert f"kueue_cluster_queue_resource_usage{{{gpu}}} 3.0" in text
     assert 'kueue_admission_wait_time_seconds_count{cluster_queue="shared"} 2.0' in text

@@ -3,12 +3,29 @@
 A Prometheus custom collector reads the current state when scraped (the
 leader's scheduler and counters, NVML telemetry) instead of keeping gauges in
 step by hand, so a follower replica that runs no loop simply reports no queue
-state. Names and labels follow Kueue's ``docs/reference/metrics.md`` and the
-DCGM exporter's default fields.
+state. Names and labels follow Kueue's ``pkg/metrics/metrics.go`` (``docs/reference/metrics.md``)
+and the DCGM exporter's default fields.
+
+Kueue's queue metrics reported: ``kueue_pending_workloads``, ``kueue_reserving_active_workloads``,
+``kueue_admitted_active_workloads``, ``kueue_cluster_queue_status``, per flavor and resource (labels
+``cohort``, ``cluster_queue``, ``flavor``, ``resource``) ``kueue_cluster_queue_resource_reservation``,
+``_resource_usage``, ``_nominal_quota``, ``_borrowing_limit`` and ``_lending_limit`` (where set),
+with fair sharing ``kueue_cluster_queue_weighted_share`` and ``kueue_cohort_weighted_share``, the
+cohort gauges ``kueue_cohort_subtree_quota``, ``_subtree_resource_reservations`` and
+``_subtree_admitted_active_workloads``, and the counters and histograms
+``kueue_quota_reserved_workloads_total``, ``kueue_admitted_workloads_total``,
+``kueue_preempted_workloads_total``, ``kueue_evicted_workloads_total``,
+``kueue_quota_reserved_wait_time_seconds`` and ``kueue_admission_wait_time_seconds``. The label sets
+are those of Kueue before its ``replica_role`` and ``priority_class`` labels (only the leader reports
+queue metrics here). Live, every admission check is Ready at once, so a quota reservation is an
+admission: the reserved and admitted series agree. Not reported: what the loop does not count
+(``kueue_admission_attempts_total`` and its duration, finished workloads, ``underlying_cause``) and
+the LocalQueue metrics (behind Kueue's ``LocalQueueMetrics`` gate).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -16,6 +33,8 @@ from dataclasses import dataclass, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from gpuq.core.admission import Scheduler
+from gpuq.core.fairshare import DominantShare, node_share, subtree_queues
 from gpuq.core.quantity import MILLI_RESOURCES
 from gpuq.run.gpus import GPUTelemetry
 from gpuq.run.loop import ControlLoop
@@ -102,43 +121,19 @@ class ControlPlaneCollector(Collector):
     def _queue_metrics(self, loop: ControlLoop) -> Iterator[Metric]:
         scheduler = loop.scheduler
         assert scheduler is not None
-        pending = GaugeMetricFamily(
-            "kueue_pending_workloads",
-            "Pending workloads per cluster_queue and status",
-            labels=["cluster_queue", "status"],
-        )
-        active = GaugeMetricFamily(
-            "kueue_admitted_active_workloads", "Admitted workloads not finished", labels=["cluster_queue"]
-        )
-        usage = GaugeMetricFamily(
-            "kueue_cluster_queue_resource_usage",
-            "Quota used per cluster_queue, flavor and resource",
-            labels=["cluster_queue", "flavor", "resource"],
-        )
-        nominal = GaugeMetricFamily(
-            "kueue_cluster_queue_nominal_quota",
-            "Nominal quota per cluster_queue, flavor and resource",
-            labels=["cluster_queue", "flavor", "resource"],
-        )
-        for name, queue in sorted(scheduler.queues.items()):
-            pending.add_metric([name, "active"], queue.active_count)
-            pending.add_metric([name, "inadmissible"], queue.inadmissible_count)
-            active.add_metric([name], len(scheduler.state.by_queue.get(name, {})))
-            node = scheduler.state.tree.cluster_queues.get(name)
-            if node is None:
-                continue
-            for (flavor, resource), quota in sorted(node.quotas.items()):
-                nominal.add_metric([name, flavor, resource], _value(resource, quota.nominal))
-                usage.add_metric(
-                    [name, flavor, resource], _value(resource, node.usage.get((flavor, resource), 0))
-                )
-        yield from (pending, active, usage, nominal)
+        yield from _cluster_queue_metrics(scheduler)
+        yield from _cohort_metrics(scheduler)
         counters = loop.counters
         admitted = CounterMetricFamily(
             "kueue_admitted_workloads", "Admitted workloads", labels=["cluster_queue"]
         )
+        # Live, every admission check is Ready at once: a quota reservation is an admission.
+        reserved = CounterMetricFamily(
+            "kueue_quota_reserved_workloads", "Quota reserved workloads", labels=["cluster_queue"]
+        )
         for name, count in sorted(counters.admitted.items()):
             admitted.add_metric([name], count)
+            reserved.add_metric([name], count)
         preempted = CounterMetricFamily(
             "kueue_preempted_workloads",
             "Preempted workloads per preempting cluster_queue and reason",
@@ -153,11 +148,18 @@ class ControlPlaneCollector(Collector):
         )
         for (queue_name, reason), count in sorted(counters.evicted.items()):
             evicted.add_metric([queue_name, reason], count)
-        yield from (admitted, preempted, evicted)
-        yield self._admission_wait(counters.admission_waits)
+        yield from (admitted, reserved, preempted, evicted)
+        self._fold_waits(counters.admission_waits)
+        yield self._wait_histogram(
+            "kueue_admission_wait_time_seconds", "Time from creation to admission per cluster_queue"
+        )
+        yield self._wait_histogram(
+            "kueue_quota_reserved_wait_time_seconds",
+            "Time from creation to quota reservation per cluster_queue (live: the admission)",
+        )
 
-    def _admission_wait(self, fresh: dict[str, list[float]]) -> Metric:
-        """Fold the loop's new observations into cumulative histograms (read once, then cleared)."""
+    def _fold_waits(self, fresh: dict[str, list[float]]) -> None:
+        """Fold the loop's new admission waits into cumulative histograms (read once, then cleared)."""
         for queue_name, values in fresh.items():
             histogram = self._waits.setdefault(queue_name, _Histogram([0] * len(WAIT_BUCKETS)))
             for value in values:
@@ -167,11 +169,9 @@ class ControlPlaneCollector(Collector):
                     if value <= bound:
                         histogram.counts[index] += 1
             values.clear()
-        family = HistogramMetricFamily(
-            "kueue_admission_wait_time_seconds",
-            "Time from creation to admission per cluster_queue",
-            labels=["cluster_queue"],
-        )
+
+    def _wait_histogram(self, name: str, help_text: str) -> Metric:
+        family = HistogramMetricFamily(name, help_text, labels=["cluster_queue"])
         for queue_name, histogram in sorted(self._waits.items()):
             buckets = [(_bound(b), c) for b, c in zip(WAIT_BUCKETS, histogram.counts, strict=True)]
             buckets.append(("+Inf", histogram.observations))
@@ -220,6 +220,131 @@ class ControlPlaneCollector(Collector):
 
     def _gpu_labels(self, reading: GPUTelemetry) -> list[str]:
         return [str(reading.index), reading.uuid, self._model_name, self._hostname]
+
+
+CQ_STATUSES = ("pending", "active", "terminating")
+"""Kueue's ClusterQueue statuses (``kueue_cluster_queue_status``); gpuq deletes a queue at once, so
+never ``terminating``."""
+
+RESOURCE_LABELS = ["cohort", "cluster_queue", "flavor", "resource"]
+"""Kueue's labels of the per-(flavor, resource) ClusterQueue gauges; ``cohort`` is "" without one."""
+
+
+def _cluster_queue_metrics(scheduler: Scheduler) -> Iterator[Metric]:
+    """Kueue's ClusterQueue gauges (pkg/metrics/metrics.go): pending, reserving and admitted workloads,
+    status, and per flavor and resource the reservation, usage, nominal quota, borrowing and lending
+    limits (the last two only where set), labelled with the queue's cohort as Kueue labels them."""
+    state = scheduler.state
+    pending = GaugeMetricFamily(
+        "kueue_pending_workloads",
+        "Pending workloads per cluster_queue and status",
+        labels=["cluster_queue", "status"],
+    )
+    reserving = GaugeMetricFamily(
+        "kueue_reserving_active_workloads",
+        "Workloads reserving quota per cluster_queue",
+        labels=["cluster_queue"],
+    )
+    active = GaugeMetricFamily(
+        "kueue_admitted_active_workloads", "Admitted workloads not finished", labels=["cluster_queue"]
+    )
+    status = GaugeMetricFamily(
+        "kueue_cluster_queue_status",
+        "The cluster_queue's status: 1 for the current one of pending, active, terminating",
+        labels=["cluster_queue", "status"],
+    )
+    gauges = {
+        "reservation": ("kueue_cluster_queue_resource_reservation", "Quota reserved"),
+        "usage": ("kueue_cluster_queue_resource_usage", "Quota used"),
+        "nominal": ("kueue_cluster_queue_nominal_quota", "Nominal quota"),
+        "borrowing": ("kueue_cluster_queue_borrowing_limit", "Borrowing limit"),
+        "lending": ("kueue_cluster_queue_lending_limit", "Lending limit"),
+    }
+    families = {
+        key: GaugeMetricFamily(name, f"{text} per cluster_queue, flavor and resource", labels=RESOURCE_LABELS)
+        for key, (name, text) in gauges.items()
+    }
+    for name, queue in sorted(scheduler.queues.items()):
+        pending.add_metric([name, "active"], queue.active_count)
+        pending.add_metric([name, "inadmissible"], queue.inadmissible_count)
+        holding = len(state.by_queue.get(name, {}))
+        reserving.add_metric([name], holding)  # live, a reservation is admitted at once
+        active.add_metric([name], holding)
+        current = "pending" if name in scheduler.inactive else "active"
+        for value in CQ_STATUSES:
+            status.add_metric([name, value], 1.0 if value == current else 0.0)
+        node = state.tree.cluster_queues.get(name)
+        if node is None:
+            continue
+        cohort = node.parent.name if node.parent is not None else ""
+        for (flavor, resource), quota in sorted(node.quotas.items()):
+            labels = [cohort, name, flavor, resource]
+            used = _value(resource, node.usage.get((flavor, resource), 0))
+            families["reservation"].add_metric(labels, used)
+            families["usage"].add_metric(labels, used)
+            families["nominal"].add_metric(labels, _value(resource, quota.nominal))
+            if quota.borrowing_limit is not None:
+                families["borrowing"].add_metric(labels, _value(resource, quota.borrowing_limit))
+            if quota.lending_limit is not None:
+                families["lending"].add_metric(labels, _value(resource, quota.lending_limit))
+    yield from (pending, reserving, active, status, *families.values())
+    if scheduler.config.scheduler.fair_sharing.enable:
+        share = GaugeMetricFamily(
+            "kueue_cluster_queue_weighted_share",
+            "The cluster_queue's dominant resource share above nominal quota, divided by its weight "
+            "(NaN: weight 0 and borrowing)",
+            labels=["cluster_queue", "cohort"],
+        )
+        for name, node in sorted(state.tree.cluster_queues.items()):
+            cohort = node.parent.name if node.parent is not None else ""
+            share.add_metric([name, cohort], _weighted(node_share(state, node)))
+        yield share
+
+
+def _cohort_metrics(scheduler: Scheduler) -> Iterator[Metric]:
+    """Kueue's Cohort gauges: subtree quota and reservations per flavor and resource (as Kueue's resource
+    nodes count a cohort's usage: what its children use beyond the quota they keep for themselves),
+    admitted workloads in the subtree, and the weighted share with fair sharing."""
+    state = scheduler.state
+    quota = GaugeMetricFamily(
+        "kueue_cohort_subtree_quota",
+        "The cohort's nominal quota aggregated within its subtree, per flavor and resource",
+        labels=["cohort", "flavor", "resource"],
+    )
+    reservations = GaugeMetricFamily(
+        "kueue_cohort_subtree_resource_reservations",
+        "The cohort's resource reservations aggregated within its subtree, per flavor and resource",
+        labels=["cohort", "flavor", "resource"],
+    )
+    admitted = GaugeMetricFamily(
+        "kueue_cohort_subtree_admitted_active_workloads",
+        "Admitted workloads not finished in the cohort's subtree",
+        labels=["cohort"],
+    )
+    fair = scheduler.config.scheduler.fair_sharing.enable
+    share = GaugeMetricFamily(
+        "kueue_cohort_weighted_share",
+        "The cohort's dominant resource share above its subtree quota, divided by its weight "
+        "(NaN: weight 0 and borrowing)",
+        labels=["cohort"],
+    )
+    for name, node in sorted(state.tree.cohorts.items()):
+        for (flavor, resource), amount in sorted(node.subtree_quota.items()):
+            quota.add_metric([name, flavor, resource], _value(resource, amount))
+            used = node.usage.get((flavor, resource), 0)
+            reservations.add_metric([name, flavor, resource], _value(resource, used))
+        count = sum(len(state.by_queue.get(q.name, {})) for q in subtree_queues(node))
+        admitted.add_metric([name], count)
+        if fair:
+            share.add_metric([name], _weighted(node_share(state, node)))
+    yield from (quota, reservations, admitted)
+    if fair:
+        yield share
+
+
+def _weighted(share: DominantShare) -> float:
+    """Kueue's reported weighted share: NaN for a weight-0 queue or cohort that borrows."""
+    return math.nan if share.zero_weight_borrows else share.weighted
 
 
 def _value(resource: str, amount: int) -> float:
