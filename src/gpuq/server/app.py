@@ -21,6 +21,7 @@ from gpuq.run.serving.router import Router
 from gpuq.run.store import Store, UserRecord
 from gpuq.server import dashboard, views
 from gpuq.server.auth import NODE, authorize, bearer_user
+from gpuq.server.docs import install_docs
 from gpuq.server.errors import install_handlers, not_found
 from gpuq.server.forecasts import ForecastCache
 from gpuq.server.kinds import API_PREFIX
@@ -69,7 +70,10 @@ def create_app(
         title="gpuq control plane",
         version=__version__,
         description="Kueue-style queues, quotas and GPU placement on live machines; see docs/serve.md.",
+        docs_url=None,  # gpuq.server.docs serves /docs from the package, not from a CDN
+        redoc_url=None,
     )
+    install_docs(app)
     app.state.store = store
     app.state.loop_status = loop_status
     app.state.nodes = tuple(nodes)
