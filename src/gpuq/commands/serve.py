@@ -228,6 +228,15 @@ def serve(
             help="Limits: service traffic requests per second per token (0: no limit).",
         ),
     ] = 0.0,
+    finished_ttl: Annotated[
+        str | None,
+        typer.Option(
+            "--finished-ttl",
+            help="Delete finished workloads (Succeeded, Failed) this long after they finished, with their "
+            "logs and pod directories, as a Job's ttlSecondsAfterFinished (seconds, 30m, 24h, 7d); "
+            "default: kept.",
+        ),
+    ] = None,
 ) -> None:
     """Run the control plane: REST API, leader election, (while leader) the control loop, and the router
     in front of live services."""
@@ -251,6 +260,7 @@ def serve(
         service_rate_per_s=service_rate_limit,
     )
     forecast_settings = _forecast_settings(eta_low_quantile, eta_high_quantile, eta_default_runtime)
+    finished_ttl_s = _finished_ttl(finished_ttl)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     os.umask(0o077)  # the database, the context file, logs: the server's alone (pods get their own umask)
     url = database or default_url()
@@ -277,6 +287,7 @@ def serve(
         _loop_factory(node, devices, workdir, policy, ray_address, router, hpa_sync_period, isolation),
         lease_s=lease_seconds,
         gpus=monitor,
+        finished_ttl_s=finished_ttl_s,
     )
     # A large forecast's second run goes to a forked process; not beside a Ray driver, whose gRPC
     # threads do not survive a fork.
@@ -408,6 +419,26 @@ def _limits(
         rate_burst=rate_burst,
         service_rate_per_s=service_rate_per_s,
     )
+
+
+def _finished_ttl(text: str | None) -> float | None:
+    """``--finished-ttl`` in seconds (a number, a Go duration, or days: ``7d``), or a clear error."""
+    from gpuq.api.kueue import parse_duration
+
+    if text is None:
+        return None
+    try:
+        if text.endswith("d"):
+            seconds = float(text[:-1]) * 86400
+        elif text.replace(".", "", 1).isdigit():
+            seconds = float(text)
+        else:
+            seconds = parse_duration(text)
+    except ValueError as error:
+        raise _fail(f"--finished-ttl {text!r}: not a duration (seconds, 30m, 24h, 7d): {error}") from error
+    if seconds < 0:
+        raise _fail(f"--finished-ttl must not be negative, not {text!r}")
+    return seconds
 
 
 def _forecast_settings(low: float, high: float, default_runtime: str) -> EstimatorSettings:

@@ -20,6 +20,9 @@ Two background threads over a store of their own:
    follower takes over at its next try;
 5. while leader, every ``GpuMonitor.check_interval_s``, read GPU telemetry and record
    one ``GPUIdle`` Warning event per idle spell longer than the idle threshold.
+6. while leader, with ``finished_ttl_s``, every ``cleanup_interval_s`` (at once again after
+   a full batch), delete the workloads finished longer ago, their logs and pod directories
+   (:mod:`gpuq.run.retention`), through the fenced store.
 
 Readers on other threads (``/metrics``, the dashboard) go through :meth:`LoopRunner.read`,
 which holds the step lock: they see the loop between steps, never half way through one.
@@ -39,6 +42,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from gpuq.run.gpus import GPUTelemetry
 from gpuq.run.loop import ControlLoop
 from gpuq.run.metrics import ControlPlaneCollector
+from gpuq.run.retention import clean_finished
 from gpuq.run.store import Fence, LeaderElector, LeaseLost, Store
 from gpuq.run.store.leader import LEASE_NAME
 from gpuq.server.views import HOLDING_QUOTA
@@ -192,8 +196,13 @@ class LoopRunner:
         lease_s: float = 5.0,
         interval_s: float = 0.2,
         gpus: GpuMonitor | None = None,
+        finished_ttl_s: float | None = None,
     ) -> None:
+        """``finished_ttl_s``: while leader, delete workloads finished longer ago than this, with their logs
+        and pod directories (:mod:`gpuq.run.retention`), every ``cleanup_interval_s``; None keeps them."""
         self.url, self.identity, self.lease_s, self.interval_s = url, identity, lease_s, interval_s
+        self.finished_ttl_s = finished_ttl_s
+        self.cleanup_interval_s = min(60.0, max(1.0, (finished_ttl_s or 0.0) / 10))
         self.gpus = gpus or GpuMonitor()
         self._make_loop = make_loop
         self._stop = threading.Event()  # the loop thread's
@@ -298,7 +307,7 @@ class LoopRunner:
         store = self._store
         loop: ControlLoop | None = None
         tenure = 0  # the fencing token the loop was built under
-        next_gpu_check = 0.0
+        next_gpu_check = next_cleanup = 0.0
         try:
             while not self._stop.is_set():
                 token = self._leading()
@@ -317,6 +326,9 @@ class LoopRunner:
                     if lost is None and time.monotonic() >= next_gpu_check:
                         lost = self._check_gpus(store)
                         next_gpu_check = time.monotonic() + self.gpus.check_interval_s
+                    if lost is None and self.finished_ttl_s is not None and time.monotonic() >= next_cleanup:
+                        lost, more = self._clean(store, loop, self.finished_ttl_s)
+                        next_cleanup = time.monotonic() + (0.0 if more else self.cleanup_interval_s)
                     if lost is not None:
                         self._fenced_token = tenure
                         self._step_down(loop, f"lost the lease ({lost})")
@@ -370,6 +382,19 @@ class LoopRunner:
                 loop.close()
             except Exception:
                 _log.exception("closing the control loop failed")
+
+    def _clean(self, store: Store, loop: ControlLoop, ttl_s: float) -> tuple[LeaseLost | None, bool]:
+        """One retention run (:func:`~gpuq.run.retention.clean_finished`): the ``LeaseLost`` that fenced it
+        off, and whether its batch was full (more may be due at once)."""
+        try:
+            done = clean_finished(store, loop.workdir, ttl_s)
+        except LeaseLost as lost:
+            self._error(f"retention fenced off: {lost}")
+            return lost, False
+        except Exception as error:
+            self._error(f"retention of finished workloads failed: {error}")
+            return None, False
+        return None, done.full
 
     def _check_gpus(self, store: Store) -> LeaseLost | None:
         try:

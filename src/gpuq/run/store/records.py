@@ -22,6 +22,9 @@ POD_STATES = ("Pending", "Running", "Succeeded", "Failed", "Terminating")
 LIVE_POD_STATES = ("Running", "Terminating")
 """Pods whose process may still be alive: what :meth:`Store.running_pods` returns."""
 
+FINISHED_STATES = ("Succeeded", "Failed")
+"""Workloads that are over (a Job's Complete or Failed): what retention (``--finished-ttl``) deletes."""
+
 
 class StoreError(Exception):
     """Base of the store's own errors."""

@@ -13,13 +13,14 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, tuple_
 
 from gpuq.run.store import convert
 from gpuq.run.store import workloads as wl
 from gpuq.run.store.base import StoreBase
 from gpuq.run.store.models import ConditionRow, EventRow, ObjectRow, UserRow, WorkloadRow
 from gpuq.run.store.records import (
+    FINISHED_STATES,
     LIVE_POD_STATES,
     WORKLOAD_STATES,
     ConditionRecord,
@@ -47,6 +48,9 @@ __all__ = [
 
 EVENTS_LIMIT = 1000
 """Most events one :meth:`Store.events` call returns; page on with ``since_id``."""
+
+FINISHED_BATCH = 1000
+"""Most finished workloads one :meth:`Store.delete_finished` call deletes."""
 
 
 def token_hash(token: str) -> str:
@@ -240,6 +244,36 @@ class Store(StoreBase):
             )
             write.changed = bool(getattr(result, "rowcount", 0))
             return write.changed
+
+    def delete_finished(self, before: float, limit: int = FINISHED_BATCH) -> list[tuple[str, str]]:
+        """Delete at most ``limit`` workloads that finished (Succeeded or Failed) before ``before``, oldest
+        first, with their pods, conditions and the events about them, in one transaction: a fixed number
+        of statements whatever the count (one bounded select, one delete of their events, one of the
+        workloads, whose pods and conditions cascade). Returns their (namespace, name), oldest first;
+        none found writes nothing.
+        """
+        with self._write() as write:
+            found = write.session.execute(
+                select(WorkloadRow.id, WorkloadRow.namespace, WorkloadRow.name)
+                .where(WorkloadRow.state.in_(FINISHED_STATES), WorkloadRow.finished_at < before)
+                .order_by(WorkloadRow.finished_at, WorkloadRow.id)
+                .limit(limit)
+            ).all()
+            if not found:
+                write.changed = False
+                return []
+            keys = [(row.namespace, row.name) for row in found]
+            write.session.execute(
+                delete(EventRow)
+                .where(EventRow.kind == "Workload", tuple_(EventRow.namespace, EventRow.name).in_(keys))
+                .execution_options(synchronize_session=False)
+            )
+            write.session.execute(
+                delete(WorkloadRow)
+                .where(WorkloadRow.id.in_([row.id for row in found]))
+                .execution_options(synchronize_session=False)
+            )
+            return keys
 
     # -- pods ------------------------------------------------------------------------------------------------
 
