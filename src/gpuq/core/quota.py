@@ -39,6 +39,7 @@ class QuotaNode:
         "local",
         "name",
         "parent",
+        "potential",
         "quotas",
         "subtree_quota",
         "usage",
@@ -58,6 +59,7 @@ class QuotaNode:
         self.local: FlavorResourceAmounts = {}  # local_quota, where it is not 0
         self.borrowing_limits: FlavorResourceAmounts = {}  # the FRs that have a borrowing limit
         self.guaranteed: FlavorResourceAmounts = {}  # nominal (queue) or subtree quota (cohort)
+        self.potential: FlavorResourceAmounts = {}  # potential_available, as asked (quotas alone)
 
     def __repr__(self) -> str:
         kind = "ClusterQueue" if self.is_cluster_queue else "Cohort"
@@ -129,7 +131,10 @@ def available(node: QuotaNode, fr: FlavorResource) -> int:
     used = node.usage.get(fr, 0)
     if parent is None:
         return node.subtree_quota.get(fr, 0) - used
-    parent_available = available(parent, fr)
+    if parent.parent is None:  # the common flat cohort, without a second call
+        parent_available = parent.subtree_quota.get(fr, 0) - parent.usage.get(fr, 0)
+    else:
+        parent_available = available(parent, fr)
     local = node.local.get(fr, 0)
     limit = node.borrowing_limits.get(fr)
     if limit is not None:
@@ -140,13 +145,19 @@ def available(node: QuotaNode, fr: FlavorResource) -> int:
 
 
 def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
-    """The most ``node`` could ever use in ``fr`` if nothing else were running."""
+    """The most ``node`` could ever use in ``fr`` if nothing else were running (quotas alone,
+    so each answer is kept on the node once the tree is built)."""
+    known = node.potential.get(fr)
+    if known is not None:
+        return known
     if node.parent is None:
-        return node.subtree_quota.get(fr, 0)
-    result = node.local.get(fr, 0) + potential_available(node.parent, fr)
-    limit = node.borrowing_limits.get(fr)
-    if limit is not None:
-        result = min(node.subtree_quota.get(fr, 0) + limit, result)
+        result = node.subtree_quota.get(fr, 0)
+    else:
+        result = node.local.get(fr, 0) + potential_available(node.parent, fr)
+        limit = node.borrowing_limits.get(fr)
+        if limit is not None:
+            result = min(node.subtree_quota.get(fr, 0) + limit, result)
+    node.potential[fr] = result
     return result
 
 
@@ -210,9 +221,12 @@ def lowest_fitting_subtree(cq: QuotaNode, fr: FlavorResource, amount: int) -> tu
     Returns (height, whether that subtree is below the root). Height 0 means
     no borrowing at all.
     """
-    if not (cq.borrowing_with(fr, amount) and cq.parent is not None):
-        return 0, cq.parent is not None
-    remaining = amount - cq.local_available(fr)
+    parent = cq.parent
+    used = cq.usage.get(fr, 0)
+    if parent is None or used + amount <= cq.guaranteed.get(fr, 0):  # not borrowing_with
+        return 0, parent is not None
+    local = cq.local.get(fr, 0)
+    remaining = amount - (local - used if local > used else 0)
     tracking = cq
     for ancestor in cq.path_to_root():
         tracking = ancestor
