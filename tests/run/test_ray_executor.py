@@ -294,7 +294,12 @@ def test_a_pod_ray_cannot_place_yet_is_refused_after_the_start_timeout_and_never
 def test_a_pod_whose_actor_dies_is_reported_killed_and_its_processes_do_not_outlive_it(
     executor: RayExecutor, tmp_path: Path
 ) -> None:
-    pod = launch(tmp_path, "import os, time; print(f'actor {os.getppid()}', flush=True); time.sleep(30)")
+    # The pod's parent is its supervisor (gpuq.run.proctrack), whose parent is the actor.
+    script = (
+        "import os, time; stat = open(f'/proc/{os.getppid()}/stat').read(); "
+        "print(f\"actor {stat.rsplit(')', 1)[1].split()[1]}\", flush=True); time.sleep(30)"
+    )
+    pod = launch(tmp_path, script)
     pid = executor.start(pod)
     assert pid is not None
     actor_pid = int(wait_for_line(pod.log_path, "actor ").split()[1])

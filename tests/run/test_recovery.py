@@ -459,3 +459,24 @@ def test_close_forgets_the_pods_it_stops_but_not_an_exit_nobody_read(tmp_path: P
         assert second.probe(stopped.key).state == "lost"
     finally:
         second.close(grace_s=0.2)
+
+
+def test_a_leader_whose_pods_were_taken_back_by_the_next_one_stops_none_of_them(tmp_path: Path) -> None:
+    """A leader frozen past its lease wakes up after the next one adopted its pods: its terminate and its
+    close leave them to their new owner, which still stops them like its own."""
+    old = LocalExecutor(tmp_path / "work")
+    pod = launch(tmp_path, "adopted", "sleep 30")
+    pid = old.start(pod)
+    record = PodRecords(tmp_path / "work").path(pod.key)
+    wait(lambda: (record / LEADER_FILE).exists(), "the supervisor to record itself")
+    new = LocalExecutor(tmp_path / "work")
+    try:
+        assert new.adopt(pod.key, attempt=0, pid=pid).state == "running"
+        old.terminate(pod.key, 0.0)
+        old.close(grace_s=0.2)
+        assert alive(pid) and old.poll() == []
+        new.terminate(pod.key, 0.2)
+        (exit_,) = exits_of(new)
+        assert exit_.exit_code == -signal.SIGTERM and not alive(pid)
+    finally:
+        new.close(grace_s=0.2)

@@ -19,7 +19,9 @@ same workdir probes a pod the store names (:meth:`~LocalExecutor.probe`), adopts
 next ``poll``) and kills what no one adopted (:meth:`~LocalExecutor.sweep`). A record is
 removed once the loop has had the pod's exit (at the following ``poll``), or when this
 executor killed the pod itself in :meth:`~LocalExecutor.close` (the next leader then requeues
-it, as a stop it caused).
+it, as a stop it caused). A pod another executor adopted meanwhile (a leader that lost its
+lease while the next one took over) is never stopped by this one: ``terminate`` and ``close``
+forget it.
 
 With an :class:`~gpuq.run.sandbox.Isolation` (``gpuq serve`` always passes one) a
 pod runs as its namespace's unprivileged user, with a clean environment, its own
@@ -193,11 +195,14 @@ class LocalExecutor:
 
         ``grace_s <= 0`` sends SIGKILL at once. Idempotent: a repeated call sends no
         second SIGTERM and never delays an earlier deadline (the earliest wins).
-        Unknown or already-exited keys are ignored.
+        Unknown or already-exited keys are ignored, and so is a pod another executor has
+        adopted since (a new leader's: it is forgotten here, never signalled).
         """
         with self._lock:
             pod = self._pods.get(key)
             if pod is None or pod.code is not None or (pod.process and pod.process.returncode is not None):
+                return
+            if self._taken_elsewhere(pod):
                 return
             if grace_s <= 0:  # no grace: straight to SIGKILL, as `kubectl delete --grace-period=0 --force`
                 self._kill(pod)
@@ -221,6 +226,8 @@ class LocalExecutor:
         """
         with self._lock:
             self._closed = True
+            for pod in list(self._pods.values()):
+                self._taken_elsewhere(pod)
             self._scan()
             natural = {exit_.key for exit_, _, _ in self._exits}
             keys = list(self._pods)
@@ -361,6 +368,18 @@ class LocalExecutor:
                 self._records.remove(directory)
             self._tracker.sweep(())
             return [intent.key if intent else str(directory) for directory, intent, _ in victims]
+
+    def _taken_elsewhere(self, pod: _Pod) -> bool:
+        """Whether another executor adopted the pod (its record names a new owner): a leader that lost its
+        lease while the next one took its pods back must not stop them. Such a pod is forgotten here."""
+        intent = self._records.intent(pod.record)
+        if intent is None or intent.token != pod.token or intent.owner is None:
+            return False
+        if intent.owner.executor == self._id:
+            return False
+        self._pods.pop(pod.key, None)
+        self._tracker.release(pod.key)
+        return True
 
     def _owned_elsewhere(self, intent: Intent) -> bool:
         """Whether the pod belongs to an executor that still runs (and so will stop it itself)."""
