@@ -38,7 +38,18 @@ Nothing here blocks the control loop for long:
    node it dies with the node, or survives a worker crash (no cgroup catches it).
 
 Actors are not detached: when the control plane dies, Ray kills them, and the
-restarted loop kills the pods' groups by their recorded pids. ``start``
+restarted loop kills the pods' groups by their recorded pids.
+
+A local instance (``address`` None or ``"local"``) is this process's: a clean ``close`` shuts it
+down. A server killed with ``kill -9`` cannot, and part of its instance outlives it (Ray's
+fate-sharing takes the GCS, the raylet and the workers with the driver, but the raylet's dashboard
+and runtime-env agents are left to init for ever). So the executor records its instance in
+``<workdir>/ray-local-session.json`` (the driver's pid and start time, the session directory, the
+pids and start times of the processes Ray started), removed by ``close``; the next executor of the
+same workdir that starts a local instance first reaps a record whose driver is dead: it SIGKILLs
+the recorded processes still alive (same pid, same start time) and every process that holds a file
+of that session directory open (each Ray process keeps its logs there), then removes the record.
+A record whose driver still runs (another live server) is left alone. ``start``
 returns a pid only for pods on this host, so that a pid from another node is
 never signalled here. On a multi-node cluster gpuq must be installed on every
 node (actors import this module) and ``workdir`` and the log paths must be
@@ -49,6 +60,7 @@ nodes: a pod needing a particular node has to say so with a custom resource.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -174,8 +186,14 @@ class RayExecutor:
         self._namespace = namespace
         self._start_timeout_s = start_timeout_s
         self._owns_ray = not ray.is_initialized()
+        self._session_record: Path | None = None
         if self._owns_ray:
+            local = address in (None, "local")
+            if local:
+                reap_dead_session(self._workdir)
             _connect(address, num_gpus=num_gpus, num_cpus=num_cpus, resources=resources, namespace=namespace)
+            if local:
+                self._session_record = record_session(self._workdir)
         self._node_id = ray.get_runtime_context().get_node_id()
         self._actor_class: Any = ray.remote(PodRunner)
         self._id = uuid.uuid4().hex[:8]
@@ -266,6 +284,8 @@ class RayExecutor:
                     self._lose(pod, f"its actor did not stop within {grace_s + _CLOSE_MARGIN_S:g}s")
         if self._owns_ray:
             ray.shutdown()
+            if self._session_record is not None:
+                self._session_record.unlink(missing_ok=True)  # shut down: nothing left to reap
 
     # --- steps ------------------------------------------------------------------------------------
 
@@ -390,6 +410,100 @@ def _connect(
         )
     else:
         ray.init(address=address, **quiet)
+
+
+SESSION_RECORD = "ray-local-session.json"
+_REAP_WAIT_S = 5.0
+
+
+def record_session(workdir: Path) -> Path | None:
+    """Write what a later executor needs to reap this process's local Ray instance if it is never shut
+    down: the driver (this process), the session directory, the processes Ray started. None (and no
+    record) where Ray does not say (its node object is private API)."""
+    node: Any = getattr(ray._private.worker, "_global_node", None)
+    session = node.get_session_dir_path() if node is not None else None
+    if node is None or not isinstance(session, str) or not session:
+        return None
+    processes = [(p.pid, _start_time(p.pid)) for _, p in node.live_processes()]
+    record = {
+        "driver": [os.getpid(), _start_time(os.getpid())],
+        "session_dir": session,
+        "processes": [[pid, start] for pid, start in processes if start is not None],
+    }
+    path = workdir / SESSION_RECORD
+    with contextlib.suppress(OSError):
+        workdir.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        temporary.write_text(json.dumps(record))
+        temporary.replace(path)
+        return path
+    return None
+
+
+def reap_dead_session(workdir: Path) -> list[int]:
+    """Kill what is left of the local Ray instance recorded in ``workdir`` by a process that died
+    without shutting it down (``kill -9``), as the module docstring says; the pids killed.
+
+    Nothing is done while the recorded driver runs, nor for a record that does not name a Ray
+    session directory (``.../session_*``); this process, its parent and pid 1 are never signalled.
+    """
+    path = workdir / SESSION_RECORD
+    try:
+        record = json.loads(path.read_text())
+        driver_pid, driver_start = int(record["driver"][0]), record["driver"][1]
+        session = str(record["session_dir"])
+        recorded = [(int(pid), start) for pid, start in record["processes"]]
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return []
+    running = _start_time(driver_pid)
+    if running is not None and (driver_start is None or running == driver_start):
+        return []  # its server still runs: its instance is not a leftover
+    if not os.path.isabs(session) or not os.path.basename(session.rstrip("/")).startswith("session_"):
+        return []
+    victims = {pid for pid, start in recorded if start is not None and _start_time(pid) == start}
+    victims |= _holding(session)
+    victims -= {1, os.getpid(), os.getppid()}
+    for pid in sorted(victims):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + _REAP_WAIT_S
+    while any(_start_time(pid) is not None for pid in victims) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    path.unlink(missing_ok=True)
+    if victims:
+        logging.getLogger("gpuq.ray").warning(
+            "killed %d process(es) left by a local Ray instance whose server died (%s)", len(victims), session
+        )
+    return sorted(victims)
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time (``/proc/<pid>/stat`` field 22), to tell it from a later one with its pid;
+    None when it is gone (or a zombie)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else fields[19]
+
+
+def _holding(directory: str) -> set[int]:
+    """Processes with a file under ``directory`` open (readable ``/proc/<pid>/fd`` only)."""
+    prefix = directory.rstrip("/") + "/"
+    found: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            descriptors = list((entry / "fd").iterdir())
+        except OSError:
+            continue
+        for descriptor in descriptors:
+            with contextlib.suppress(OSError):
+                if os.readlink(descriptor).startswith(prefix):
+                    found.add(int(entry.name))
+                    break
+    return found
 
 
 def _alive_nodes() -> list[dict[str, Any]]:
