@@ -480,3 +480,31 @@ def test_a_leader_whose_pods_were_taken_back_by_the_next_one_stops_none_of_them(
         assert exit_.exit_code == -signal.SIGTERM and not alive(pid)
     finally:
         new.close(grace_s=0.2)
+
+
+def test_a_configuration_change_keeps_the_pods_that_already_ended(
+    recovery_store: Store, tmp_path: Path
+) -> None:
+    """The engine is rebuilt (a queue reconfigured) while one pod of a two-pod job has succeeded and the
+    other runs: the rebuilt lifecycle takes the job back with the success it had seen, so the job
+    completes when the second pod does (it waited for ever for the first pod's exit)."""
+    store, root = recovery_store, tmp_path
+    (root / "plan.json").write_text(json.dumps({"gated": ["main-1 0"], "codes": {}}))
+    store.add_workload("team-a", "job", "q", "Job", recovery_job(root, pods=2), 0, time.time())
+    loop = make_loop(store, root)
+    try:
+        run_until(loop, lambda: "end main-0 0 0" in marks(root) and "start main-1 0" in marks(root), "pods")
+        record = store.get_workload("team-a", "job")
+        assert record is not None
+        run_until(loop, lambda: "Succeeded" in [p.state for p in store.pods_of(record.id)], "main-0's exit")
+        queue = store.get_object("ClusterQueue", "shared")
+        assert queue is not None
+        manifest = queue.manifest
+        manifest["spec"]["queueingStrategy"] = "StrictFIFO"
+        store.apply_object(manifest)
+        loop.step()
+        (root / "go-main-1-0").touch()
+        run_until(loop, lambda: store.get_workload("team-a", "job").state == "Succeeded", "success")  # type: ignore[union-attr]
+        assert marks(root).count("start main-0 0") == 1 and marks(root).count("start main-1 0") == 1
+    finally:
+        loop.close()

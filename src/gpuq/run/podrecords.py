@@ -153,11 +153,14 @@ class PodRecords:
         except (KeyError, TypeError, ValueError):
             return None
 
-    def remove(self, directory: Path, token: str | None = None) -> None:
-        """Remove the directory (only if it still records the start ``token``, when given)."""
-        if token is not None:
+    def remove(self, directory: Path, token: str | None = None, owner: str | None = None) -> None:
+        """Remove the directory; only if it still records the start ``token`` and is still owned by the
+        executor ``owner`` (not adopted by another since), when they are given."""
+        if token is not None or owner is not None:
             intent = self.intent(directory)
-            if intent is None or intent.token != token:
+            if intent is None or (token is not None and intent.token != token):
+                return
+            if owner is not None and intent.owner is not None and intent.owner.executor != owner:
                 return
         shutil.rmtree(directory, ignore_errors=True)
         with contextlib.suppress(OSError):

@@ -184,7 +184,7 @@ class LocalExecutor:
         """
         with self._lock:
             for record, token in self._handed:
-                self._records.remove(record, token)
+                self._records.remove(record, token, self._id)
             self._scan()
             exits, self._exits = self._exits, []
             self._handed = [(record, token) for _, record, token in exits]
@@ -258,7 +258,7 @@ class LocalExecutor:
                 self._record_exit(pod, pod.code)
             for exit_, record, token in self._exits:
                 if exit_.key not in natural:
-                    self._records.remove(record, token)
+                    self._records.remove(record, token, self._id)
             self._tracker.close()
             _LIVE.discard(self._id)
 
@@ -305,8 +305,8 @@ class LocalExecutor:
             intent = self._records.intent(directory)
             leader = self._records.leader(directory)
             assert intent is not None and isinstance(leader, Identity)
+            intent = self._records.set_owner(directory, intent, self._owner)
             if found.state == "running":
-                intent = self._records.set_owner(directory, intent, self._owner)
                 self._tracker.adopt(key, leader.pid, intent.group)
                 log_path = Path(intent.log_path) if intent.log_path else directory / "pod.log"
                 self._pods[key] = _Pod(
