@@ -88,15 +88,25 @@ def test_first_wins_and_an_expired_lease_is_taken_over_with_a_new_token(
     first.release()
 
 
-def test_an_expired_lease_is_not_renewed_but_acquired_again_with_the_next_token(
-    replicas: tuple[Store, Store],
-) -> None:
+def test_a_lapsed_lease_nobody_took_is_renewed_in_the_same_tenure(replicas: tuple[Store, Store]) -> None:
+    """Too busy (or frozen) to renew in time, and nobody campaigned: no other replica can have led
+    meanwhile (an acquisition changes the token), so the tenure goes on; its writes fail only while the
+    lease is lapsed."""
     clock = Clock()
-    first, _ = electors(replicas, clock)
+    first, second = electors(replicas, clock)
+    ours = replicas[0]
     assert first.try_acquire()
-    clock.now += 3.0
-    assert not first.renew(), "the tenure ended with the lease, even though nobody took it"
-    assert first.try_acquire() and first.token == 2
+    ours.fence = first.fence
+    clock.now += 4.0
+    assert not first.is_leader
+    with pytest.raises(LeaseLost, match="it expired"):
+        add_job(ours)
+    assert first.renew() and first.token == 1 and first.is_leader
+    add_job(ours)  # renewed: the fence passes again
+    clock.now += 4.0
+    assert second.try_acquire() and second.token == 2
+    assert not first.renew(), "taken over: the tenure is over"
+    assert not first.try_acquire()
 
 
 @pytest.mark.parametrize("write", ["apply_decisions", "update_pod", "set_pods", "add_event", "add_workload"])
@@ -198,15 +208,15 @@ def test_a_takeover_waits_for_a_fenced_write_in_flight_and_fences_the_next(
 def test_a_frozen_leader_is_replaced_in_real_time(replicas: tuple[Store, Store]) -> None:
     """No renewal for longer than the lease (SIGSTOP, a paused VM): the follower leads, on PostgreSQL too
     (an advisory lock held by a frozen process's open connection would never be freed)."""
-    first, second = (LeaderElector(s, n, lease_s=0.3) for s, n in zip(replicas, ("a", "b"), strict=True))
+    first, second = (LeaderElector(s, n, lease_s=1.0) for s, n in zip(replicas, ("a", "b"), strict=True))
     before = time.monotonic()
     assert first.try_acquire()
     replicas[0].fence = first.fence
     assert not second.try_acquire()
     while not second.try_acquire():
-        assert time.monotonic() - before < 5, "the follower never took over"
+        assert time.monotonic() - before < 10, "the follower never took over"
         time.sleep(0.05)
-    assert time.monotonic() - before >= 0.29, "not before the lease ran out"
+    assert time.monotonic() - before >= 0.99, "not before the lease ran out"
     assert not first.renew()
     with pytest.raises(LeaseLost):
         add_job(replicas[0])

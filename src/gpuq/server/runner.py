@@ -215,6 +215,7 @@ class LoopRunner:
         self._loop: ControlLoop | None = None
         self._store: Store | None = None
         self._tenure: tuple[int, float] | None = None  # (fencing token, lease expiry) while leading
+        self._tenure_changed = threading.Condition()  # guards _tenure; notified at every campaign
         self._fenced_token = 0  # the newest tenure a write found lost: never led under again
         self._state: dict[str, Any] = {
             "identity": identity,
@@ -235,6 +236,8 @@ class LoopRunner:
     def stop(self, timeout_s: float = 15.0) -> None:
         """Stop stepping, terminate the pods, then release leadership; waits for both threads."""
         self._stop.set()
+        with self._tenure_changed:
+            self._tenure_changed.notify_all()
         if self._thread.is_alive():
             self._thread.join(timeout_s)
         self._lease_stop.set()
@@ -273,13 +276,15 @@ class LoopRunner:
         try:
             while not self._lease_stop.is_set():
                 leading = self._campaign(elector)
-                with self._lock:
+                with self._tenure_changed:
                     self._tenure = (elector.token, elector.expires_at) if leading else None
+                    self._tenure_changed.notify_all()
                 self._campaign_now.wait(elector.renew_interval_s)
                 self._campaign_now.clear()
         finally:
-            with self._lock:
+            with self._tenure_changed:
                 self._tenure = None
+                self._tenure_changed.notify_all()
             try:
                 elector.release()
             except Exception:  # the store may be gone; the lease then expires on its own
@@ -293,9 +298,20 @@ class LoopRunner:
             return False
 
     def _leading(self) -> int:
-        """The fencing token of the tenure this replica leads under now, or 0 (a follower)."""
-        with self._lock:
+        """The fencing token of the tenure this replica leads under now, or 0 (a follower).
+
+        A lease that ran out since the lease thread last renewed it (this process was busy, or frozen)
+        is asked about at once, and the answer awaited (at most ``lease_s``): renewed in the same
+        tenure when nobody took it, else lost. Time alone never ends a tenure, the lease row does.
+        """
+        with self._tenure_changed:
             tenure = self._tenure
+            if tenure is not None and time.time() >= tenure[1]:
+                self._campaign_now.set()
+                self._tenure_changed.wait_for(
+                    lambda: self._tenure is not tenure or self._stop.is_set(), timeout=self.lease_s
+                )
+                tenure = self._tenure
         if tenure is None or tenure[0] <= self._fenced_token or time.time() >= tenure[1]:
             return 0
         return tenure[0]
@@ -319,9 +335,9 @@ class LoopRunner:
                         tenure = token
                         store.fence = Fence(LEASE_NAME, self.identity, token, time.time)
                         loop = self._lead(store, token)
-                    if loop is None:  # the loop could not be built: tried again at the next interval
-                        self._stop.wait(self.interval_s)
-                        continue
+                        if loop is None:  # it could not be built: tried again at the next interval
+                            self._stop.wait(self.interval_s)
+                        continue  # building may take long (Ray starts): confirm the lease, then step
                     lost = self._step(loop)
                     if lost is None and time.monotonic() >= next_gpu_check:
                         lost = self._check_gpus(store)

@@ -3,12 +3,12 @@
 One mechanism on both backends: a ``leases`` row (``holder``, ``token``, ``renewed_at``,
 ``expires_at``). A replica acquires the lease when it is free, expired, or already its own,
 and every acquisition increments ``token``, the *fencing token* of that tenure. The leader
-renews every ``lease_s / 3`` (only while its lease has not expired and still carries its
-token); a follower trying at the same pace takes over at most ``lease_s + lease_s / 3``
-after the leader's last renewal (6.7 s by default), whether the leader exited, died, lost
-its machine or is frozen (``SIGSTOP``, a long GC or swap storm, a VM paused): nothing
-depends on a connection staying open. :meth:`LeaderElector.release` hands over at the
-follower's next try.
+renews every ``lease_s / 3`` (while the row still carries its token: a lapsed lease nobody
+took is renewed in the same tenure); a follower trying at the same pace takes over at most
+``lease_s + lease_s / 3`` after the leader's last renewal (6.7 s by default), whether the
+leader exited, died, lost its machine or is frozen (``SIGSTOP``, a long GC or swap storm, a
+VM paused): nothing depends on a connection staying open. :meth:`LeaderElector.release`
+hands over at the follower's next try.
 
 Fencing: a leader that wakes up after its lease was taken over still believes it leads
 until it looks. So the leader's store carries :attr:`LeaderElector.fence`, and every write
@@ -96,7 +96,7 @@ class LeaderElector:
         """Become leader if nobody else is (a leader just renews); True when this elector leads.
 
         A new tenure (a free, expired or released lease, or one this identity held in a previous
-        process) gets the next fencing token.
+        process or an earlier tenure) gets the next fencing token.
         """
         if self._held and self.renew():
             return True
@@ -129,16 +129,20 @@ class LeaderElector:
         return self._held
 
     def renew(self) -> bool:
-        """Extend the lease while this tenure still holds it; False, and no longer leader, once it is lost
-        (taken over, or expired: an expired lease is acquired again, with a new token, by
-        :meth:`try_acquire`)."""
+        """Extend the lease while this tenure holds it; False, and no longer leader, once it was taken over.
+
+        The tenure holds it while the row names this identity with this tenure's token: then even a
+        lease that lapsed (this replica was too busy or frozen to renew) and that nobody took is
+        renewed, with the same token, since no other replica can have led meanwhile (every acquisition
+        changes the token). Writes fenced by it fail while it is lapsed, and pass again once renewed.
+        """
         if not self._held:
             return False
         now = self._clock()
         with self.store.transaction(write=True) as session:
             result = session.execute(
                 update(LeaseRow)
-                .where(*self._mine(), LeaseRow.expires_at > now)
+                .where(*self._mine())
                 .values(renewed_at=now, expires_at=now + self.lease_s)
                 .execution_options(synchronize_session=False)
             )
