@@ -225,39 +225,54 @@ class AdmitRun:
     stop: StopReason | None = None
 
 
+class _SnapshotRun:
+    """The lifecycle's hooks for a snapshot: decisions kept, checks left Pending (no controller)."""
+
+    def __init__(self) -> None:
+        self.admitted: dict[str, Admit] = {}
+        self.preempted: dict[str, Preempt] = {}
+
+    def effect(self, effect: object) -> None:
+        from gpuq.core.lifecycle.effects import Preempted, Reserved
+
+        if isinstance(effect, Reserved):
+            self.admitted[effect.key] = effect.admit
+        elif isinstance(effect, Preempted) and effect.decision is not None:
+            self.preempted[effect.key] = effect.decision
+            self.admitted.pop(effect.key, None)
+
+    def hold_checks(self, key: str, checks: tuple[str, ...], at: float) -> set[str]:
+        return set(checks)
+
+    def vet(self, result: CycleResult, at: float) -> CycleResult:
+        return result
+
+
 def run_cycles(
     scheduler: Scheduler, max_cycles: int | None = None, now: float = 0.0, window: int | None = None
 ) -> AdmitRun:
-    """Run cycles until :class:`ProgressWatch` ends the run, completing evictions between cycles.
+    """Run cycles until :class:`ProgressWatch` ends the run, completing evictions between cycles:
+    the lifecycle's own pass (:meth:`~gpuq.core.lifecycle.machine.Lifecycle.settle`) over the snapshot.
 
     ``window``: the no-progress window (default :func:`progress_window` of the configuration's
     ClusterQueues).
     """
-    admitted: dict[str, Admit] = {}
-    preempted: dict[str, Preempt] = {}
+    from gpuq.core.lifecycle.machine import Lifecycle, LifecycleSettings  # the one cycle loop
+
     if window is None:
         window = progress_window(len(scheduler.config.cluster_queues))
-    watch = ProgressWatch(window, max_cycles)
+    snapshot = _SnapshotRun()
     stop: StopReason | None = None
     if max_cycles is not None and max_cycles <= 0:
-        stop = watch.stop_at_limit()
-    active = scheduler.active_count()
-    while stop is None:
-        before = active
-        result, entries = scheduler.plan_cycle(now)
-        if not entries:
-            stop = watch.observe(result)
-            break
-        scheduler.apply(result, entries, now)
-        for decision in result.admitted:
-            admitted[decision.workload] = decision
-        for eviction in result.preempted:
-            preempted[eviction.workload] = eviction
-            admitted.pop(eviction.workload, None)
-            scheduler.evict(eviction.workload, now)
-        active = scheduler.active_count()  # also the next cycle's "before": nothing runs in between
-        stop = watch.observe(result, active != before)
+        stop = ProgressWatch(window, max_cycles).stop_at_limit()
+    else:
+        settings = LifecycleSettings(instant_stops=True, max_cycles_per_pass=max_cycles, window=window)
+        life = Lifecycle(scheduler, snapshot, settings)
+        life.take_over()
+        life.settle(now)
+        stop = life.last_stop
     assert stop is not None
+    admitted, preempted = snapshot.admitted, snapshot.preempted
     if stop.kind in (StopKind.PERIODIC, StopKind.NO_PROGRESS):
         stop = replace(stop, why=explain_churn(stop.churn, scheduler.config))
     period = stop.period if stop.kind == StopKind.PERIODIC else None

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from gpuq.core.decisions import Admit
+from gpuq.core.decisions import Admit, Preempt
 from gpuq.core.lifecycle.states import Timer, WorkloadState
 from gpuq.core.placement.engine import PodBinding
 from gpuq.core.quota import FlavorResource
@@ -68,6 +68,7 @@ class Preempted:
     by: str
     reason: str
     at: float
+    decision: Preempt | None = None  # the scheduler's decision, whole
 
 
 @dataclass(frozen=True, slots=True)

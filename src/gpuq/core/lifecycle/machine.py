@@ -89,7 +89,8 @@ class LifecycleSettings:
 
     instant_stops: bool = True
     report_waits: bool = False
-    max_cycles_per_pass: int = 100_000
+    max_cycles_per_pass: int | None = 100_000
+    window: int | None = None  # the no-progress window (default: progress_window of the ClusterQueues)
     restart_backoff_s: float = 10.0
     restart_backoff_max_s: float = 360.0
 
@@ -130,7 +131,7 @@ class Lifecycle:
         self.lives: dict[str, Life] = {}
         self.passes = self.cycles = 0
         self.last_stop: StopReason | None = None  # why the latest pass ended
-        self._window = progress_window(len(scheduler.config.cluster_queues))
+        self._window = settings.window or progress_window(len(scheduler.config.cluster_queues))
         self._dirty = False
         self._evicting: set[str] = set()
         wait = scheduler.config.scheduler.wait_for_pods_ready
@@ -211,6 +212,23 @@ class Lifecycle:
             life.running_pods = set(life.pods)
         return True
 
+    def take_over(self) -> None:
+        """Know every workload already submitted to the scheduler (a snapshot loaded for ``gpuq
+        admit``): queued ones wait, admitted ones hold quota with their pods where they are."""
+        scheduler = self.scheduler
+        for key, workload in sorted(scheduler.workloads.items()):
+            if key in self.lives:
+                continue
+            if scheduler.holds(key):
+                held = any(s != CheckState.READY for s in scheduler.checks_of(key).values())
+                state = S.QUOTA_RESERVED if held else S.ADMITTED
+                life = Life(key, workload, state, scheduler.cluster_queue_of(key), held=held, bound=True)
+            else:
+                target = scheduler.route(workload)[0]
+                life = Life(key, workload, S.PENDING if target else S.INADMISSIBLE, target)
+            self.lives[key] = life
+        self._dirty = True
+
     def start(self, key: str, at: float) -> None:
         """Start the pods of an adopted workload that is admitted and placed but not running."""
         life = self.lives.get(key)
@@ -287,7 +305,7 @@ class Lifecycle:
         life = self.lives[eviction.workload]
         if life.evicting:  # already told to stop; it holds its quota until its pods are gone
             return
-        self.hooks.effect(Preempted(life.key, eviction.by, eviction.reason, at))
+        self.hooks.effect(Preempted(life.key, eviction.by, eviction.reason, at, eviction))
         self._evict(life, "Preempted", f"Preempted by {eviction.by} ({eviction.reason})", at)
 
     # ------------------------------------------------------------------ pods
