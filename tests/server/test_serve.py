@@ -55,7 +55,11 @@ class Serve:
         args = ["--database", self.database, "--port", str(self.port), "--workdir", str(self.root / "work")]
         args += ["--gpus", "2", "--gpu-model", "A100-80GB", "--lease-seconds", "1"]
         if "--ray-address" not in extra:
-            args += ["--pod-expose", sys.base_prefix, "--pod-bind", str(self.shared)]
+            # Pods run this Python: its installation, the virtualenv and the checkout its editable
+            # install points at may sit where pods see nothing (the server's home, a private /tmp).
+            for shown in dict.fromkeys((sys.base_prefix, sys.prefix, str(ROOT))):
+                args += ["--pod-expose", shown]
+            args += ["--pod-bind", str(self.shared)]
         args += extra
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gpuq.cli", "serve", *args],
