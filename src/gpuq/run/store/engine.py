@@ -75,13 +75,22 @@ def _private_database_file(url: URL) -> None:
     has it (and from its ``-wal`` / ``-shm`` files, which SQLite creates with the database's mode).
 
     The database holds every workload, user and token hash: only the server may read it.
+
+    An existing file is never opened here: SQLite's locks are POSIX record locks, which the kernel
+    drops for the whole process as soon as *any* descriptor of the file is closed. Opening and closing
+    the database while this process's connections held it (a second store, as the runner opens beside
+    the API's) silently released their locks: another process (``gpuq users add``) then believed itself
+    the last connection, checkpointed and removed the WAL, and every later query of this process failed
+    with ``disk I/O error``. So only a file created here (``O_EXCL``: nobody else has it) is closed.
     """
     database = url.database
     if not database or database == ":memory:" or database.startswith("file:"):
         return
     path = Path(database)
-    with contextlib.suppress(FileNotFoundError):  # a missing directory: SQLite's own error says it
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    if not path.exists():
+        # a missing directory: SQLite's own error says it; a file created meanwhile: not ours to close
+        with contextlib.suppress(FileNotFoundError, FileExistsError):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
     for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         with contextlib.suppress(OSError):
             info = file.stat()
