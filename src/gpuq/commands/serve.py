@@ -265,12 +265,14 @@ def serve(
     os.umask(0o077)  # the database, the context file, logs: the server's alone (pods get their own umask)
     url = database or default_url()
     workdir = workdir.expanduser().resolve()
+    # The port first: a second server on a taken port must neither lead, run pods nor touch the store
+    # (opening it, migrating it and closing it under the running server was seen to lose that one's writes).
+    listener = _listen(host, port)
     isolation = _isolation(
         sandbox, url, workdir, pod_user or [], pod_expose or [], pod_bind or [], ray=ray_address is not None
     )
     node, devices = _node(gpus, gpu_model, cpus=cpus, memory=memory, pods=pods)
     store = _open_store(url)
-    listener = _listen(host, port)  # before leading: a second server on a taken port must not run pods
     try:
         token = ensure_admin(store, admin_token)
     except ValueError as error:
