@@ -32,7 +32,7 @@ from gpuq.core.placement.policies import POLICIES  # noqa: E402
 from gpuq.pack.experiment import PackResult, run_pack  # noqa: E402
 from gpuq.pack.openb import read_nodes, read_pods  # noqa: E402
 
-OPENB = Path("/work/shared/traces/openb")
+OPENB = (Path(__file__).resolve().parents[1] / "data/traces/openb")
 FULL_PCT = 100
 
 

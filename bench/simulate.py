@@ -26,7 +26,7 @@ from gpuq.sim.scenario import load_workloads, plan_scenario, prepare
 from gpuq.sim.simulator import SimResult, SimSettings, Simulation
 
 ROOT = Path(__file__).resolve().parent.parent
-PHILLY = Path("/work/shared/traces/philly/philly_jobs_sia.csv.xz")
+PHILLY = (Path(__file__).resolve().parents[1] / "data/traces/philly/philly_jobs_sia.csv.xz")
 
 
 def synthetic_config(teams: int, cohorts: int, nodes: int, gpus_per_node: int) -> str:

@@ -16,7 +16,7 @@ from gpuq.core.placement.policies import POLICIES, PolicyInputs, TieBreak, choos
 from gpuq.pack.experiment import PackingState, PackPoint, arrival_order, node_view, pod_view, run_pack
 from gpuq.pack.openb import OpenbNode, OpenbPod
 
-OPENB = Path("/work/shared/traces/openb")
+OPENB = (Path(__file__).resolve().parents[2] / "data/traces/openb")
 
 
 def pods_of(*gpu_milli: tuple[int, int]) -> list[OpenbPod]:

@@ -13,7 +13,7 @@ from gpuq.core.quantity import format_amount
 from gpuq.sim.traces import TraceError
 from gpuq.sim.traces.helios import HeliosTimeline, VcMinute, VcQuota, helios_queues, helios_timeline
 
-HELIOS = Path("/work/shared/traces/helios")
+HELIOS = (Path(__file__).resolve().parents[2] / "data/traces/helios")
 VENUS = HELIOS / "venus_cluster_gpu_number.csv"
 EARTH = HELIOS / "earth_cluster_gpu_number.csv"
 SEQUENCES = HELIOS / "earth_vc_sequence_2020-05"

@@ -319,7 +319,7 @@ def test_workloads_no_node_could_ever_hold_are_refused_with_their_line(tmp_path:
 def test_a_public_trace_with_a_mapping_file_from_the_command_line(tmp_path: Path) -> None:
     """The first 300 Philly jobs: one VC mapped by name, the rest by the default, all to team-a's queue
     (without the mapping they would land in namespaces vc-<id> that have no LocalQueue)."""
-    philly = Path("/work/shared/traces/philly/philly_jobs_sia.csv.xz")
+    philly = (Path(__file__).resolve().parents[2] / "data/traces/philly/philly_jobs_sia.csv.xz")
     cluster = CLUSTER.replace("nominalQuota: 8", "nominalQuota: 64").replace("count: 1,", "count: 16,")
     (tmp_path / "cluster.yaml").write_text(cluster)
     (tmp_path / "sample.csv").write_text(

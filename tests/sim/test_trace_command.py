@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from gpuq.cli import app
 
-TRACES = Path("/work/shared/traces")
+TRACES = (Path(__file__).resolve().parents[2] / "data/traces")
 EARTH = TRACES / "helios" / "earth_cluster_gpu_number.csv"
 runner = CliRunner()
 

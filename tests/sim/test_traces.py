@@ -16,7 +16,7 @@ from gpuq.sim.traces.mapping import QueueRef, derived_name, load_mapping
 from gpuq.sim.traces.nodes import node_pools
 from gpuq.sim.traces.philly import split_gang
 
-TRACES = Path("/work/shared/traces")
+TRACES = (Path(__file__).resolve().parents[2] / "data/traces")
 PHILLY = TRACES / "philly" / "philly_jobs_sia.csv.xz"
 OPENB = TRACES / "openb" / "openb_pod_list_default.csv"
 DLRM = TRACES / "alibaba-dlrm-v2025" / "disaggregated_DLRM_trace.csv.xz"

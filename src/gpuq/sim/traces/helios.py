@@ -1,6 +1,6 @@
 """SenseTime Helios (SC '21) virtual clusters as Kueue queues, and their per-minute timelines.
 
-The Helios job logs are not staged; what is (``shared/traces/helios``) are
+The Helios job logs are not staged; what is (``data/traces/helios``) are
 the daily GPU quota of every virtual cluster (VC) and, for Earth in May
 2020, each VC's per-minute running and pending demand. The quotas become a
 Kueue configuration to simulate against (one ClusterQueue per VC in one
