@@ -646,7 +646,8 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Kill], Submissio
                 cluster.stop_all()
                 everyone = cluster.replicas + cluster.dead
                 problems = sorted({p for server in everyone for p in server.log_problems()})
-                report_ok = bool(report.get("audit", {}).get("ok"))
+                audit_ = report.get("audit", {})
+                report_ok = bool(audit_.get("ok")) and not audit_.get("rows_only_overlaps")
                 if view is not None:
                     if not report_ok or any(" ERROR " in server.log_text() for server in everyone):
                         log(f"logs, marks and store rows kept in {keep(root, everyone, view)}")
