@@ -422,6 +422,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     with tempfile.TemporaryDirectory(prefix="gpuq-bench-serve-") as tmp:
         root = Path(tmp)
+        root.chmod(0o711)  # pods run as their team's user: they must reach the workdir below it
         with database(root, args.postgres) as url, running_server(root, url, node_args) as server:
             with api(server) as admin:
                 apply_ok(admin, config_documents(args.teams, args.cpu_per_team, args.gpus_per_team))

@@ -323,6 +323,7 @@ def live_figures(
 def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gpuq-bench-baseline-") as tmp:
         root = Path(tmp)
+        root.chmod(0o711)  # pods run as their team's user: they must reach the workdir below it
         (root / "scenario").mkdir()
         cut = cut_scenario(root / "scenario", args.queues, args.scale)
         report: dict[str, Any] = {

@@ -216,7 +216,10 @@ def live(planned: list[tuple[float, float, dict[str, Any]]], tmp: Path) -> list[
     clock = [START]
     durations = {f"{doc['metadata']['namespace']}/{doc['metadata']['name']}": d for _, d, doc in planned}
     executor = FakeExecutor(clock, durations)
-    loop = RecordingLoop(store, executor, [node()], workdir=tmp / "work", clock=lambda: clock[0])
+    # Starts on the loop's thread: the fake clock only stands still for a step's own work.
+    loop = RecordingLoop(
+        store, executor, [node()], workdir=tmp / "work", clock=lambda: clock[0], start_threads=0
+    )
     loop.seen = []
     arrivals = list(planned)
     try:

@@ -197,6 +197,11 @@ class IdleLoop:
     def step(self) -> None:
         pass
 
+    busy = backlog = False  # nothing starting or running, nothing left to read: the runner's interval
+
+    def wake_with(self, callback: object) -> None:
+        pass
+
     def close(self) -> None:
         pass
 

@@ -54,6 +54,11 @@ class FreezableLoop:
             return
         self.store.add_event("Normal", "Tick", "Node", "", "box", "a step", time.time())
 
+    busy = backlog = False  # nothing starting or running, nothing left to read: the runner's interval
+
+    def wake_with(self, callback: object) -> None:
+        pass
+
     def close(self) -> None:
         self.closed = True
 

@@ -59,7 +59,7 @@ def pods(*names: str, state: str = "Pending") -> list[PodRecord]:
 
 # -- schema ------------------------------------------------------------------------------------------------
 
-HEAD = "0002"
+HEAD = "0003"
 
 
 def test_the_shipped_migrations_have_one_head() -> None:

@@ -30,13 +30,18 @@ def counted(tmp_path: Path) -> Iterator[tuple[Plane, list[float]]]:
     """A plane without a watch cap whose store records the time of every transaction it opens."""
     plane = plane_with(tmp_path, Limits(max_watches_per_user=0, watch_poll_s=POLL_S))
     opened: list[float] = []
-    transaction = plane.store.transaction
+    transaction, reading = plane.store.transaction, plane.store.reading
 
     def counting(*args: Any, **kwargs: Any) -> AbstractContextManager[Any]:
         opened.append(time.monotonic())
         return transaction(*args, **kwargs)
 
+    def counting_reads() -> AbstractContextManager[Any]:
+        opened.append(time.monotonic())
+        return reading()
+
     plane.store.transaction = counting  # type: ignore[method-assign]
+    plane.store.reading = counting_reads  # type: ignore[method-assign]
     yield plane, opened
     plane.store.close()
 

@@ -57,6 +57,7 @@ from gpuq.api.source_fields import QUEUE_LABEL, template_aliases
 from gpuq.core.gpus import DEFAULT_CATALOGUE, GPUCatalogue
 from gpuq.core.model import ClusterConfig, Workload
 from gpuq.core.nodes import Node
+from gpuq.core.quota import QuotaTree
 
 STDIN = "<stdin>"
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -200,6 +201,82 @@ def load_documents(
         found.nodes,
         found.node_pools,
         found.catalogue,
+    )
+
+
+@dataclass(frozen=True)
+class LoadedConfiguration:
+    """A configuration loaded without errors, ready for :func:`load_workloads` to add workloads to:
+    what every workload is checked against, computed once (a control plane's API keeps one per
+    version of its stored objects)."""
+
+    result: LoadResult
+    index: references.Index
+    defaults: queue_defaulting.QueueDefaults
+    priorities: convert.PriorityTable
+    tree: QuotaTree
+
+    @classmethod
+    def of(cls, result: LoadResult) -> LoadedConfiguration | None:
+        """None when ``result`` has errors, or workloads (only a configuration's objects are kept)."""
+        if result.config is None or result.errors or result.workloads:
+            return None
+        models = [m.model for m in result.manifests]
+        return cls(
+            result,
+            references.index_manifests(result.manifests),
+            queue_defaulting.QueueDefaults.from_models(models),
+            convert.PriorityTable.from_models(models),
+            QuotaTree(result.config),
+        )
+
+
+def load_workloads(
+    base: LoadedConfiguration, documents: Iterable[Document], *, strict: bool = False
+) -> LoadResult | None:
+    """:func:`load_documents` of ``base``'s objects plus ``documents``, when every document is a
+    workload source: only the new documents are read, defaulted, validated and converted, and only
+    their references and capacity are checked, so the cost is that of the workloads, not of the
+    configuration. None when a document is not a workload (load everything instead)."""
+    diagnostics: list[Diagnostic] = []
+    broken: list[references.ObjectKey] = []
+    manifests: list[Manifest] = []
+    for document in documents:
+        for item in expand_lists(document, diagnostics):
+            manifest = read_manifest(item, diagnostics, broken)
+            if manifest is not None and not isinstance(manifest.model, kueue.Workload):
+                return None
+            if manifest is not None:
+                manifests.append(manifest)
+    if broken and any(kind is not kueue.Workload for kind, _, _ in broken):
+        return None
+    manifests, unqueued = queue_defaulting.default_queues(manifests, base.defaults)
+    diagnostics += unqueued
+    for manifest in manifests:
+        diagnostics += validation.validate_object(manifest)
+    diagnostics += references.validate_workload_references(base.index, manifests)
+    diagnostics = [as_loaded(d, strict) for d in diagnostics]
+    every = (*base.result.manifests, *manifests)
+    if any(d.severity == "error" and not d.stays_pending for d in diagnostics):
+        return LoadResult(None, (), sort_diagnostics(diagnostics), every)
+    config = base.result.config
+    assert config is not None
+    workloads = tuple(convert.workload(m.model, base.priorities) for m in manifests)
+    found = base.result
+    diagnostics += [
+        as_loaded(d, strict) for d in references.validate_capacity(manifests, config, workloads, base.tree)
+    ]
+    diagnostics += machine_checks.oversized_pods(manifests, workloads, found.nodes)
+    if any(d.severity == "error" for d in diagnostics):
+        return LoadResult(None, (), sort_diagnostics(diagnostics), every)
+    return LoadResult(
+        config,
+        workloads,
+        sort_diagnostics(diagnostics),
+        every,
+        found.nodes,
+        found.node_pools,
+        found.gpu_catalogue,
     )
 
 

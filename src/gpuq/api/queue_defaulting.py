@@ -107,10 +107,14 @@ def is_source(manifest: Manifest) -> bool:
     return isinstance(manifest.model, kueue.Workload) and manifest.kind != "Workload"
 
 
-def default_queues(manifests: Sequence[Manifest]) -> tuple[list[Manifest], list[Diagnostic]]:
+def default_queues(
+    manifests: Sequence[Manifest], defaults: QueueDefaults | None = None
+) -> tuple[list[Manifest], list[Diagnostic]]:
     """``manifests`` with Kueue's queue defaulting applied to the sources without a queue, and a
-    warning for each source left without one (steps 2 and 3 of the module's docstring)."""
-    defaults = QueueDefaults.from_models(m.model for m in manifests)
+    warning for each source left without one (steps 2 and 3 of the module's docstring).
+    ``defaults``: those of the configuration the manifests join (else read from them)."""
+    if defaults is None:
+        defaults = QueueDefaults.from_models(m.model for m in manifests)
     out: list[Manifest] = []
     found: list[Diagnostic] = []
     for manifest in manifests:

@@ -67,6 +67,12 @@ def validate_references(manifests: Sequence[Manifest], broken: Sequence[ObjectKe
     return out
 
 
+def validate_workload_references(index: Index, workloads: Sequence[Manifest]) -> list[Diagnostic]:
+    """:func:`validate_references` for ``workloads`` added to a configuration already checked (its
+    ``index``): their LocalQueues and priority classes, and duplicates among them."""
+    return [*_duplicates(workloads), *_workload_references(index, workloads)]
+
+
 def _duplicates(manifests: Sequence[Manifest]) -> Iterator[Diagnostic]:
     first: dict[tuple[type[Any], str, str], Manifest] = {}
     for manifest in manifests:
@@ -156,13 +162,13 @@ def _cohort_cycles(index: Index) -> Iterator[Diagnostic]:
             yield cohorts[member].diagnostic(("spec", "parentName"), f"cohort cycle: {text}")
 
 
-def _workload_references(index: Index) -> Iterator[Diagnostic]:
+def _workload_references(index: Index, workloads: Sequence[Manifest] | None = None) -> Iterator[Diagnostic]:
     local_queues = set(index.get(kueue.LocalQueue, {}))
     classes = {
         kueue.WPC_SOURCE: _names(index, kueue.WorkloadPriorityClass),
         kueue.POD_PC_SOURCE: _names(index, kueue.PriorityClass),
     }
-    for manifest in _present(index, kueue.Workload):
+    for manifest in _present(index, kueue.Workload) if workloads is None else workloads:
         wl = manifest.model
         if wl.spec.queue_name and (manifest.namespace, wl.spec.queue_name) not in local_queues:
             message = f"LocalQueue {wl.spec.queue_name!r} not found in namespace {manifest.namespace!r}"
@@ -201,7 +207,10 @@ def workload_manifests(manifests: Sequence[Manifest]) -> dict[tuple[str, str | N
 
 
 def validate_capacity(
-    manifests: Sequence[Manifest], config: core.ClusterConfig, workloads: Sequence[core.Workload]
+    manifests: Sequence[Manifest],
+    config: core.ClusterConfig,
+    workloads: Sequence[core.Workload],
+    tree: QuotaTree | None = None,
 ) -> list[Diagnostic]:
     """Pending workloads that no flavor of their ClusterQueue could ever hold (``stays_pending``).
 
@@ -209,11 +218,12 @@ def validate_capacity(
     cover the resource, and per-pod × (minCount or count) must not exceed the
     best flavor's potential capacity (Kueue's potentialAvailable, on a quota tree built once).
     Workloads already holding quota, and those whose queue is unknown, are skipped.
-    A namespace the ClusterQueue's selector does not match gives a warning.
+    A namespace the ClusterQueue's selector does not match gives a warning. ``tree``: the quota
+    tree of ``config`` when the caller keeps one (it is only read).
     """
     by_key = workload_manifests(manifests)
     out: list[Diagnostic] = []
-    tree = QuotaTree(config)
+    tree = tree if tree is not None else QuotaTree(config)
     for workload in workloads:
         manifest = by_key.get((workload.namespace, workload.name))
         lq = config.local_queues.get((workload.namespace, workload.queue_name))

@@ -88,7 +88,7 @@ def serve(
         str | None, typer.Option("--admin-token", envvar="GPUQ_ADMIN_TOKEN", help="Make this an admin token.")
     ] = None,
     lease_seconds: Annotated[
-        float, typer.Option("--lease-seconds", min=0.5, help="Leader lease (SQLite): takeover time.")
+        float, typer.Option("--lease-seconds", min=0.5, help="Leader lease: takeover within about 4/3 of it.")
     ] = 5.0,
     cpus: Annotated[
         str | None,

@@ -2,16 +2,26 @@
 
 Each :meth:`ControlLoop.step`:
 
-1. reloads the configuration when an object changed (a new ``Scheduler`` and
-   lifecycle, the workloads that hold quota adopted with their admission);
-2. takes in workloads submitted to the store since the last step;
-3. reaps pod exits and hands each to the lifecycle as an event;
+1. reads the store's feed when its version moved (``Store.read_feed``: indexed
+   reads of what is new, never a list of every workload) and reloads the
+   configuration when an object changed (a new ``Scheduler`` and lifecycle, the
+   workloads that hold quota adopted with their admission);
+2. takes in the workloads submitted since, and withdraws the deleted ones;
+3. collects the pod starts that returned (:mod:`gpuq.run.starts`) and the pod
+   exits, and hands each to the lifecycle as an event, at the time it happened;
 4. fires the lifecycle's timers that are due (waitForPodsReady, requeue
    backoff, pod restart backoff, ``activeDeadlineSeconds``);
 5. lets the lifecycle settle: Kueue cycles with the same
    :class:`~gpuq.core.admission.Scheduler` ``gpuq admit`` and ``gpuq simulate``
    use, run by the same :class:`~gpuq.core.lifecycle.Lifecycle` the simulator
-   drives.
+   drives, each cycle at the wall-clock time it runs;
+6. commits everything the step decided in one transaction
+   (:class:`~gpuq.run.store.StepWrites`), then hands the pods to start to the
+   start threads: a pod's row names its attempt before any process starts.
+
+The leader's state is in memory and changes by deltas: the cost of a step is
+what changed, not what the store holds. A new leader rebuilds it from the store
+once (:meth:`ControlLoop._recover`).
 
 Every rule lives in the lifecycle; this loop only translates: store changes and
 process exits into events, effects into store writes and executor actions
@@ -64,11 +74,20 @@ from gpuq.core.model import Admission, ClusterConfig, Workload
 from gpuq.core.nodes import Node
 from gpuq.core.placement.engine import Placer, PodBinding
 from gpuq.run.devices import DeviceAllocator
-from gpuq.run.executors.base import Executor, ExecutorError, PodProbe, RecoveringExecutor
+from gpuq.run.executors.base import Executor, PodExit, PodLaunch, PodProbe, RecoveringExecutor
 from gpuq.run.gpus import GPUDevice
 from gpuq.run.jobs import JobRun, job_run
 from gpuq.run.pods import PodState, Tracked, kill_leftover, pod_key, pod_launch, pod_record
-from gpuq.run.store import ConditionRecord, PodRecord, Store, WorkloadChange, WorkloadRecord
+from gpuq.run.starts import DEFAULT_START_THREADS, PodStarts, StartOutcome
+from gpuq.run.store import (
+    ConditionRecord,
+    Feed,
+    PodRecord,
+    StepWrites,
+    Store,
+    WorkloadChange,
+    WorkloadRecord,
+)
 
 if TYPE_CHECKING:
     from gpuq.run.serving.controller import ServiceController
@@ -124,13 +143,17 @@ class ControlLoop:
         devices: Mapping[str, Sequence[GPUDevice]] | None = None,
         services: ServiceController | None = None,
         max_grace_s: float = DEFAULT_MAX_GRACE_S,
+        start_threads: int = DEFAULT_START_THREADS,
+        wake: Callable[[], None] | None = None,
     ) -> None:
         """``devices`` are each node's real or virtual GPUs, for nodes whose MIG slices (or GPUs beside
         them) placement only counts; without them such pods get no device ids. ``services`` runs live
         services (:mod:`gpuq.run.serving`): it steps before intake (its replicas are workloads) and
         vets each cycle's preemptions against PodDisruptionBudgets. ``max_grace_s`` caps the grace
         period a pod asks for (``terminationGracePeriodSeconds``): a victim holds its quota that long
-        at most, whatever its author wrote."""
+        at most, whatever its author wrote. ``start_threads`` start pods outside the step (0: on the
+        loop's thread, after the step's commit); ``wake`` is called when a start returns (the runner's
+        wake-up, so the loop steps at once)."""
         self.store = store
         self.executor = executor
         self.nodes = tuple(nodes)
@@ -150,6 +173,15 @@ class ControlLoop:
         self._recovered = False
         self.counters = LoopCounters()
         self._seen_version = -1
+        self._feed_at = 0  # the store version the feed has been read up to
+        self._objects: tuple[int, int] | None = None  # the configuration objects' signature, last read
+        self.writes = StepWrites()
+        """What this step decided, committed at its end in one transaction."""
+        self._to_start: list[PodLaunch] = []  # handed to the start threads once the writes committed
+        self._by_pod: dict[str, tuple[Tracked, PodState]] = {}  # pod key -> its workload and state
+        self._early_exits: dict[str, PodExit] = {}  # exits polled before their start's outcome
+        self.starts = PodStarts(executor, threads=start_threads, clock=clock, on_done=wake)
+        self.record_ids: set[int] = set()
         self._allocators = {node: DeviceAllocator(found) for node, found in (devices or {}).items()}
         self.services = services
         self._timers: list[tuple[float, int, WakeAt]] = []
@@ -171,25 +203,68 @@ class ControlLoop:
     # ------------------------------------------------------------------ step
     def step(self) -> None:
         now = self.clock()
-        self._reload_config(now)
+        feed: Feed | None = None
+        version = self.store.resource_version()
+        if version != self._seen_version:  # nothing was written since the last look: nothing new
+            feed = self.store.read_feed(self._feed_at)
+            if feed.objects != self._objects or self.life is None:
+                self._reload_config(now)
+                self._objects = feed.objects
         if self.life is None:
             return
         if not self._recovered:
             self._recover(now)
             self._recovered = True
+            feed = None  # the recovery read everything up to its own position
         if self.services is not None:
             self.services.step(self, now)
-        version = self.store.resource_version()
-        if version != self._seen_version:  # nothing was written since the last look: no new workload
-            self._intake(now)
-            self._seen_version = version
-        self._reap(now)
+        if feed is not None:
+            self._intake(feed, now)
+            self._seen_version = feed.version if not feed.more else -1
+        self._collect_starts()
+        self._reap()
         self._fire_timers(now)
-        self.life.settle(now)
+        self.life.settle(now, clock=self.clock)
+        self._commit()
+
+    def wake_with(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` whenever a pod start returns (the runner then steps at once)."""
+        self.starts.on_done = callback
+
+    @property
+    def objects_seen(self) -> tuple[int, int] | None:
+        """The signature of the stored objects as the feed last read it (None before the first read)."""
+        return self._objects
+
+    @property
+    def backlog(self) -> bool:
+        """The last feed read stopped at its limit: more submissions wait to be read (step again now)."""
+        return self._recovered and self._seen_version == -1 and self.life is not None
+
+    @property
+    def busy(self) -> bool:
+        """Pods are starting or running: their outcomes are due soon (the runner steps more often)."""
+        return bool(self._by_pod) or self.starts.in_flight > 0 or bool(self._to_start)
+
+    def _commit(self) -> None:
+        """Write the step's decisions in one transaction, then start the pods they bound. A failed commit
+        keeps both for the next step (nothing was written, nothing starts before it is)."""
+        if self.writes:
+            self.store.commit(self.writes)
+            self.writes = StepWrites()
+        launches, self._to_start = self._to_start, []
+        for launch in launches:
+            self.starts.submit(launch)
+        if launches and self.starts.inline:  # started on this thread: their outcomes are known now
+            self._collect_starts()
+            if self.writes:
+                self.store.commit(self.writes)
+                self.writes = StepWrites()
 
     def close(self) -> None:
         if self.services is not None:
             self.services.close()
+        self.starts.close()
         self.executor.close()
 
     # ------------------------------------------------------- the lifecycle's hooks
@@ -280,7 +355,10 @@ class ControlLoop:
         running workload is requeued."""
         assert self.life is not None
         executor = self.executor if isinstance(self.executor, RecoveringExecutor) else None
+        self._feed_at = self.store.resource_version()  # the feed goes on from what this read holds
         for record in self.store.list_workloads(states=ACTIVE):
+            if record.id in self.record_ids:
+                continue
             tracked = self._track(record, now)
             if tracked is None:
                 continue
@@ -316,7 +394,7 @@ class ControlLoop:
         tracked.workload = dataclasses.replace(
             tracked.workload, admission=admission, quota_reserved_time=record.admitted_at
         )
-        tracked.pods = {row.name: _pod_state(row) for row in rows}
+        self._set_pods(tracked, {row.name: _pod_state(row) for row in rows})
         tracked.state = WorkloadState.RUNNING
         tracked.admitted_at = record.admitted_at
         tracked.started_at = record.started_at or now
@@ -330,7 +408,7 @@ class ControlLoop:
             taken = executor.adopt(f"{tracked.key}/{row.name}", attempt=row.attempt, pid=row.pid)
             exited += taken.state == "exited"
             if taken.state == "lost":  # it died, unrecorded, since the probe: killed
-                seen.append(self._died(tracked.pods[row.name], taken, now))
+                seen.append(self._died(tracked, tracked.pods[row.name], taken, now))
         if not self._readopt(tracked, now, seen):
             self._stop_all(tracked, 0.0, now, record=False)
             self._unhold(tracked, now, *_RESTARTED)
@@ -338,8 +416,8 @@ class ControlLoop:
         if record.state != WorkloadState.RUNNING:  # its pods had started, PodsReady was not written yet
             condition = ConditionRecord("PodsReady", "True", "PodsReady", "all pods are running", now)
             fields = {"started_at": tracked.started_at}
-            self.store.apply_decisions(
-                [WorkloadChange(record.id, WorkloadState.RUNNING, condition=condition, fields=fields)]
+            self.writes.change(
+                WorkloadChange(record.id, WorkloadState.RUNNING, condition=condition, fields=fields)
             )
         message = f"the control plane restarted; {len(started)} running pod(s) taken back"
         message += f", {exited} of them ended meanwhile" if exited else ""
@@ -374,17 +452,16 @@ class ControlLoop:
         conditions = self.store.conditions(record.id)
         return bool(conditions) and conditions[-1].type == "Evicted"
 
-    def _died(self, pod: PodState, probe: PodProbe, now: float) -> tuple[str, int]:
+    def _died(self, tracked: Tracked, pod: PodState, probe: PodProbe, now: float) -> tuple[str, int]:
         """A pod found running whose process vanished before it was adopted: a SIGKILLed pod."""
         pod.running = False
-        if pod.store_id is not None:
-            self.store.update_pod(pod.store_id, state="Failed", exit_code=-9, finished_at=now)
+        self.writes.update_pod(tracked.record_id, pod.name, state="Failed", exit_code=-9, finished_at=now)
         return pod.name, -9
 
     def _unhold(self, tracked: Tracked, now: float, reason: str, message: str) -> None:
         """A workload the lifecycle took back as pending (no quota for it now): forget its pods."""
         self._give_devices(tracked)
-        tracked.pods = {}
+        self._set_pods(tracked, {})
         tracked.state = WorkloadState.PENDING
         tracked.started_at = None
         tracked.workload = dataclasses.replace(tracked.workload, admission=None)
@@ -394,8 +471,8 @@ class ControlLoop:
         """The store's side of a workload evicted and requeued here: Pending, no admission, no pods."""
         condition = ConditionRecord("Evicted", "True", reason, message, now)
         fields: dict[str, Any] = {"admission": None, "cluster_queue": None}
-        self.store.apply_decisions(
-            [WorkloadChange(tracked.record_id, "Pending", condition=condition, pods=[], fields=fields)]
+        self.writes.change(
+            WorkloadChange(tracked.record_id, "Pending", condition=condition, pods=[], fields=fields)
         )
 
     def _claim_devices(self, tracked: Tracked) -> None:
@@ -405,16 +482,28 @@ class ControlLoop:
             if allocator is not None and pod.devices:
                 _claim(allocator, pod_key(tracked, pod), pod.devices)
 
-    def _intake(self, now: float) -> None:
+    def _intake(self, feed: Feed, now: float) -> None:
+        """The workloads created since the feed's last read join their queues (at the time they were
+        submitted); the deleted ones are withdrawn."""
         assert self.life is not None
-        known = {t.record_id for t in self.tracked.values()}
-        for record in self.store.list_workloads(states=("Pending",)):
-            if record.id in known:
+        for record in feed.workloads:
+            if record.id in self.record_ids or record.state != WorkloadState.PENDING:
                 continue
             tracked = self._track(record, now)
             if tracked is not None:
                 self.life.submit(tracked.workload, now, _policy(tracked.run, self.max_grace_s))
-        self._forget_deleted(now)
+        if feed.deleted:
+            by_record = {t.record_id: t for t in self.tracked.values()} if len(feed.deleted) > 8 else None
+            for tombstone in feed.deleted:
+                tracked = (
+                    by_record.get(tombstone.workload_id)
+                    if by_record is not None
+                    else self.tracked.get(f"{tombstone.namespace}/{tombstone.name}")
+                )
+                if tracked is not None and tracked.record_id == tombstone.workload_id:
+                    self._forget(tracked, now)
+            self.writes.tombstones_upto = feed.upto
+        self._feed_at = feed.upto
 
     def _track(self, record: WorkloadRecord, now: float) -> Tracked | None:
         try:
@@ -422,19 +511,13 @@ class ControlLoop:
         except (SourceError, ValueError) as error:
             message = f"cannot run: {error}"
             condition = ConditionRecord("Finished", "True", "InvalidWorkload", message, now)
-            self.store.apply_decisions(
-                [
-                    WorkloadChange(
-                        record.id,
-                        "Failed",
-                        condition=condition,
-                        fields={"finished_at": now, "message": message},
-                    )
-                ]
-            )
+            fields = {"finished_at": now, "message": message}
+            self.writes.change(WorkloadChange(record.id, "Failed", condition=condition, fields=fields))
             return None
         tracked = Tracked(record.id, workload.key, workload, run, state=WorkloadState(record.state))
+        tracked.message = record.message
         self.tracked[workload.key] = tracked
+        self.record_ids.add(record.id)
         return tracked
 
     def _convert(self, record: WorkloadRecord) -> tuple[Workload, JobRun]:
@@ -452,19 +535,28 @@ class ControlLoop:
         )
         return workload, job_run(record.manifest, workdir=self.workdir)
 
-    def _forget_deleted(self, now: float) -> None:
-        """Workloads deleted from the store: the lifecycle withdraws them (their pods stop)."""
+    def _forget(self, tracked: Tracked, now: float) -> None:
+        """A workload deleted from the store: the lifecycle withdraws it (its pods stop)."""
         assert self.life is not None
-        alive = {(r.namespace, r.name) for r in self.store.list_workloads()}
-        for key, tracked in list(self.tracked.items()):
-            if (tracked.namespace, tracked.name) in alive:
-                continue
-            if self.life.state_of(key) is None:  # the lifecycle no longer has it: just forget it
-                self._stop_all(tracked, 0.0, now, record=False)
-                self._give_devices(tracked)
-                del self.tracked[key]
-                continue
-            self.life.handle(ev.Withdrawn(key, "deleted", now))
+        if self.life.state_of(tracked.key) is None:  # the lifecycle no longer has it: just forget it
+            self._stop_all(tracked, 0.0, now, record=False)
+            self._give_devices(tracked)
+            self._untrack(tracked)
+            return
+        self.life.handle(ev.Withdrawn(tracked.key, "deleted", now))
+
+    def _untrack(self, tracked: Tracked) -> None:
+        self._set_pods(tracked, {})
+        self.tracked.pop(tracked.key, None)
+        self.record_ids.discard(tracked.record_id)
+
+    def _set_pods(self, tracked: Tracked, pods: dict[str, PodState]) -> None:
+        """Replace the workload's pods, keeping the pod-key index (exits and starts find them by key)."""
+        for pod in tracked.pods.values():
+            self._by_pod.pop(pod_key(tracked, pod), None)
+        tracked.pods = pods
+        for pod in pods.values():
+            self._by_pod[pod_key(tracked, pod)] = (tracked, pod)
 
     # ------------------------------------------------------------ effects
     def _on_reserved(self, effect: Reserved) -> None:
@@ -493,27 +585,22 @@ class ControlLoop:
             "admitted_at": effect.at,
             "message": "",
         }
-        change = WorkloadChange(tracked.record_id, effect.state, condition=condition, fields=fields)
-        self.store.apply_decisions([change])
+        tracked.message = ""
+        self.writes.change(
+            WorkloadChange(tracked.record_id, effect.state, condition=condition, fields=fields)
+        )
         self._event(tracked, "Normal", reason, decision.message, effect.at)
 
     def _on_start_pods(self, effect: StartPods) -> None:
-        """Record the pods placement bound, start each (every pod row gets its pid), then tell the
-        lifecycle they run; a pod that cannot start is a failed pod."""
-        assert self.life is not None
+        """Record the pods placement bound (their rows, Pending, are in this step's commit) and queue their
+        starts; the lifecycle hears that they run once every start has returned (:meth:`_started`)."""
         tracked = self.tracked[effect.key]
-        tracked.pods = self._placed_pods(tracked, effect.bindings)
+        self._set_pods(tracked, self._placed_pods(tracked, effect.bindings))
         pods = [pod_record(p) for p in tracked.pods.values()]
-        self.store.apply_decisions([WorkloadChange(tracked.record_id, tracked.state, pods=pods)])
-        self.tracked_pods_ids(tracked)
-        failed = [
-            (pod.name, message)
-            for pod in tracked.pods.values()
-            if (message := self._start(tracked, pod, effect.at))
-        ]
-        self.life.handle(ev.PodsRunning(effect.key, effect.at))
-        for name, message in failed:
-            self.life.handle(ev.PodStartFailed(effect.key, name, message, effect.at))
+        self.writes.change(WorkloadChange(tracked.record_id, tracked.state, pods=pods))
+        tracked.start_failures = []
+        for pod in tracked.pods.values():
+            self._start(tracked, pod)
 
     def _on_restart_pod(self, effect: RestartPod) -> None:
         assert self.life is not None
@@ -525,9 +612,7 @@ class ControlLoop:
         self._event(
             tracked, "Normal", "Restarted", f"pod {pod.name} restarted (attempt {pod.attempt})", effect.at
         )
-        message = self._start(tracked, pod, effect.at)
-        if message:
-            self.life.handle(ev.PodStartFailed(effect.key, pod.name, message, effect.at))
+        self._start(tracked, pod)
 
     def _on_state_changed(self, effect: StateChanged) -> None:
         tracked = self.tracked.get(effect.key)
@@ -539,8 +624,8 @@ class ControlLoop:
             tracked.started_at = tracked.started_at or effect.at
             fields["started_at"] = effect.at
         condition = ConditionRecord(effect.reason, "True", effect.reason, effect.message, effect.at)
-        self.store.apply_decisions(
-            [WorkloadChange(tracked.record_id, effect.state, condition=condition, fields=fields)]
+        self.writes.change(
+            WorkloadChange(tracked.record_id, effect.state, condition=condition, fields=fields)
         )
         if effect.state == WorkloadState.RUNNING:
             self._event(tracked, "Normal", "Started", effect.message, effect.at)
@@ -552,7 +637,7 @@ class ControlLoop:
         self.counters.bump(self.counters.preempted, (by_queue, effect.reason))
         message = f"Preempted to accommodate {effect.by} ({effect.reason})"
         condition = ConditionRecord("Evicted", "True", "Preempted", message, effect.at)
-        self.store.apply_decisions([WorkloadChange(tracked.record_id, tracked.state, condition=condition)])
+        self.writes.change(WorkloadChange(tracked.record_id, tracked.state, condition=condition))
         self._event(tracked, "Normal", "Preempted", message, effect.at)
 
     def _on_stop_pods(self, effect: StopPods) -> None:
@@ -570,14 +655,14 @@ class ControlLoop:
         tracked.state = WorkloadState.PENDING
         tracked.started_at = None  # as a resumed Job's startTime: its next run counts from its next start
         self._give_devices(tracked)
-        tracked.pods = {}
+        self._set_pods(tracked, {})
         tracked.workload = dataclasses.replace(tracked.workload, admission=None, requeue_at=effect.requeue_at)
         condition = ConditionRecord(
             "Requeued", "True", effect.reason, f"evicted ({effect.reason}) and requeued", effect.at
         )
         fields: dict[str, Any] = {"admission": None, "cluster_queue": None, "requeue_at": effect.requeue_at}
-        self.store.apply_decisions(
-            [WorkloadChange(tracked.record_id, "Pending", condition=condition, pods=[], fields=fields)]
+        self.writes.change(
+            WorkloadChange(tracked.record_id, "Pending", condition=condition, pods=[], fields=fields)
         )
         self._event(tracked, "Normal", "Requeued", condition.message, effect.at)
 
@@ -593,32 +678,38 @@ class ControlLoop:
         if not withdrawn:
             condition = ConditionRecord("Finished", "True", effect.reason, effect.message, effect.at)
             fields = {"finished_at": effect.at, "message": effect.message}
-            self.store.apply_decisions(
-                [WorkloadChange(tracked.record_id, effect.state, condition=condition, fields=fields)]
+            self.writes.change(
+                WorkloadChange(tracked.record_id, effect.state, condition=condition, fields=fields)
             )
             succeeded = effect.state == WorkloadState.SUCCEEDED
             message = effect.message or effect.reason
             self._event(tracked, "Normal" if succeeded else "Warning", effect.reason, message, effect.at)
         self._give_devices(tracked)
-        del self.tracked[effect.key]
+        self._untrack(tracked)
 
     def _event(self, tracked: Tracked, kind: str, reason: str, message: str, at: float) -> None:
         """A Kubernetes-style event about the workload (``gpuq describe``, the dashboard)."""
-        self.store.add_event(kind, reason, "Workload", tracked.namespace, tracked.name, message, at)
+        self.writes.event(kind, reason, "Workload", tracked.namespace, tracked.name, message, at)
 
     def _on_wake_at(self, effect: WakeAt) -> None:
         heapq.heappush(self._timers, (effect.at, next(self._timer_seq), effect))
 
     def _on_wait_reason(self, effect: WaitReason) -> None:
         tracked = self.tracked.get(effect.key)
-        if tracked is not None and tracked.state == WorkloadState.PENDING:
-            change = WorkloadChange(tracked.record_id, "Pending", fields={"message": effect.message})
-            self.store.apply_decisions([change])
+        if (
+            tracked is not None
+            and tracked.state == WorkloadState.PENDING
+            and tracked.message != effect.message
+        ):
+            tracked.message = effect.message  # written once per change, not at every cycle it waits
+            self.writes.change(
+                WorkloadChange(tracked.record_id, "Pending", fields={"message": effect.message})
+            )
 
     def _on_noted(self, effect: Noted) -> None:
         tracked = self.tracked.get(effect.key)
         if tracked is not None:
-            self.store.add_event(
+            self.writes.event(
                 effect.kind,
                 effect.reason,
                 "Workload",
@@ -650,42 +741,85 @@ class ControlLoop:
             if allocator is not None:
                 allocator.give(pod_key(tracked, pod))
 
-    def tracked_pods_ids(self, tracked: Tracked) -> None:
-        """Learn the store ids of the pods just written, for later updates."""
-        for record in self.store.pods_of(tracked.record_id):
-            pod = tracked.pods.get(record.name)
-            if pod is not None:
-                pod.store_id = record.id
-
-    def _start(self, tracked: Tracked, pod: PodState, now: float) -> str:
-        """Start one pod; the executor's error when it could not (nothing started), else "".
+    def _start(self, tracked: Tracked, pod: PodState) -> None:
+        """Queue one pod's start for after this step's commit.
 
         Record first: the pod's row names the attempt about to start before any process does (a first
-        start's row was just written, Pending), and the executor records its intent before it starts
-        the process; a leader taking over after a crash in between finds it, to adopt or kill."""
+        start's row is in this commit, Pending; a restart's row is set back to Pending with its new
+        attempt), and the executor records its intent before it starts the process; a leader taking
+        over after a crash in between finds it, to adopt or kill."""
         launch = pod_launch(tracked, pod, self.workdir)
-        if pod.store_id is not None and pod.attempt > 0:
-            self.store.update_pod(pod.store_id, state="Pending", attempt=pod.attempt, pid=None)
-        try:
-            pid = self.executor.start(launch)
-        except ExecutorError as error:
-            pod.running = False
-            return str(error)
-        pod.running = True
-        if pod.store_id is not None:
-            self.store.update_pod(
-                pod.store_id,
-                state="Running",
-                pid=pid,
-                started_at=now,
-                attempt=pod.attempt,
-                log_path=launch.log_path,
+        if pod.attempt > 0:
+            self.writes.update_pod(
+                tracked.record_id, pod.name, state="Pending", attempt=pod.attempt, pid=None
             )
-        return ""
+        pod.starting = True
+        pod.log_path = launch.log_path
+        self._to_start.append(launch)
+
+    def _collect_starts(self) -> None:
+        """The starts that returned: each pod runs (its row gets its pid) or could not start; once all of
+        a workload's first starts are back, the lifecycle hears that its pods run, then of each failure.
+        A start whose workload moved on meanwhile (evicted, ended, deleted) is stopped at once."""
+        assert self.life is not None
+        outcomes = self.starts.done()
+        ready: dict[str, Tracked] = {}
+        for outcome in outcomes:
+            found = self._by_pod.get(outcome.key)
+            if found is None or found[1].attempt != outcome.attempt or not found[1].starting:
+                if outcome.started:
+                    self.executor.terminate(outcome.key, 0.0)
+                continue
+            tracked, pod = found
+            pod.starting = False
+            if self._started(tracked, pod, outcome):
+                ready[tracked.key] = tracked
+        for key, tracked in ready.items():
+            if any(pod.starting for pod in tracked.pods.values()) or self.tracked.get(key) is not tracked:
+                continue
+            at = max((p.started_at or 0.0) for p in tracked.pods.values()) or self.clock()
+            failures, tracked.start_failures = tracked.start_failures, []
+            if tracked.state == WorkloadState.ADMITTED:
+                self.life.handle(ev.PodsRunning(key, at))
+            for name, message in failures:
+                self.life.handle(ev.PodStartFailed(key, name, message, at))
+        for outcome in outcomes:
+            early = self._early_exits.pop(outcome.key, None)
+            if early is not None:
+                self._exited(early)
+
+    def _started(self, tracked: Tracked, pod: PodState, outcome: StartOutcome) -> bool:
+        """Record one start's outcome; whether the workload waits for its first starts (PodsRunning)."""
+        assert self.life is not None
+        first = tracked.state == WorkloadState.ADMITTED
+        if not outcome.started:
+            pod.running = False
+            if tracked.evicting:  # it was being stopped anyway: as a pod that exited
+                self.life.handle(ev.PodExited(tracked.key, pod.name, 1, outcome.at))
+            elif first:
+                tracked.start_failures.append((pod.name, outcome.error))
+            else:
+                self.life.handle(ev.PodStartFailed(tracked.key, pod.name, outcome.error, outcome.at))
+            return first
+        pod.running = True
+        pod.started_at = outcome.at
+        self.writes.update_pod(
+            tracked.record_id,
+            pod.name,
+            state="Running",
+            pid=outcome.pid,
+            started_at=outcome.at,
+            attempt=pod.attempt,
+            log_path=pod.log_path,
+        )
+        if tracked.evicting:  # evicted while it started: stop it too (its exit completes the eviction)
+            grace = min(tracked.run.pod_set(pod.pod_set).grace_s, self.max_grace_s)
+            self.executor.terminate(outcome.key, grace)
+        return first
 
     def _stop_all(self, tracked: Tracked, grace_s: float | None, now: float, *, record: bool) -> None:
         """Terminate every running pod (``grace_s`` None: each pod set's grace); ``record``: their rows
-        say Failed now."""
+        say Failed now. A pod still starting is stopped when its start returns (:meth:`_collect_starts`)."""
         for pod in tracked.pods.values():
             if not pod.running:
                 continue
@@ -695,29 +829,32 @@ class ControlLoop:
                 else grace_s
             )
             self.executor.terminate(pod_key(tracked, pod), grace)
-            if record and pod.store_id is not None:
-                self.store.update_pod(pod.store_id, state="Failed", finished_at=now)
+            if record:
+                self.writes.update_pod(tracked.record_id, pod.name, state="Failed", finished_at=now)
 
-    def _reap(self, now: float) -> None:
-        assert self.life is not None
-        exits = self.executor.poll()
-        if not exits:
-            return
-        by_key = {pod_key(t, p): (t, p) for t in self.tracked.values() for p in t.pods.values()}
-        for exit_ in exits:
-            found = by_key.get(exit_.key)
-            if found is None:
+    def _reap(self) -> None:
+        for exit_ in self.executor.poll():
+            found = self._by_pod.get(exit_.key)
+            if found is not None and found[1].starting:  # its start has not been collected yet
+                self._early_exits[exit_.key] = exit_
                 continue
-            tracked, pod = found
-            pod.running = False
-            if pod.store_id is not None:
-                state = "Succeeded" if exit_.exit_code == 0 else "Failed"
-                self.store.update_pod(
-                    pod.store_id, state=state, exit_code=exit_.exit_code, finished_at=exit_.time
-                )
-            if exit_.exit_code == 0:
-                pod.succeeded = True
-            self.life.handle(ev.PodExited(tracked.key, pod.name, exit_.exit_code, now))
+            self._exited(exit_)
+
+    def _exited(self, exit_: PodExit) -> None:
+        """A pod's exit, at the time the executor saw it, to its row and to the lifecycle."""
+        assert self.life is not None
+        found = self._by_pod.get(exit_.key)
+        if found is None:
+            return
+        tracked, pod = found
+        pod.running = False
+        state = "Succeeded" if exit_.exit_code == 0 else "Failed"
+        self.writes.update_pod(
+            tracked.record_id, pod.name, state=state, exit_code=exit_.exit_code, finished_at=exit_.time
+        )
+        if exit_.exit_code == 0:
+            pod.succeeded = True
+        self.life.handle(ev.PodExited(tracked.key, pod.name, exit_.exit_code, exit_.time))
 
     def _fire_timers(self, now: float) -> None:
         assert self.life is not None
@@ -750,7 +887,6 @@ def _pod_state(row: PodRecord) -> PodState:
         row.pod_set,
         row.node or "",
         tuple(row.devices),
-        store_id=row.id,
         attempt=row.attempt,
         running=not finished,
         succeeded=row.state == "Succeeded",

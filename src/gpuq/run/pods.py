@@ -20,11 +20,13 @@ class PodState:
     pod_set: str
     node: str
     devices: tuple[str, ...]
-    store_id: int | None = None
     attempt: int = 0
     running: bool = False
     succeeded: bool = False
     retry_at: float | None = None
+    starting: bool = False  # its start is queued or in flight (run.starts)
+    started_at: float | None = None  # when its last start returned
+    log_path: str | None = None
 
 
 @dataclass
@@ -42,6 +44,8 @@ class Tracked:
     started_at: float | None = None
     evicting: str = ""  # the eviction reason while its pods are being stopped
     ready_timeouts: int = 0
+    message: str = ""  # why it waits, as last written (written again only when it changes)
+    start_failures: list[tuple[str, str]] = field(default_factory=list)  # (pod, why) of its first starts
 
     @property
     def namespace(self) -> str:

@@ -20,6 +20,7 @@ from gpuq.core.nodes import Node
 from gpuq.run.serving.router import Router
 from gpuq.run.store import Store, UserRecord
 from gpuq.server import dashboard, views
+from gpuq.server.apply import StoredConfiguration
 from gpuq.server.auth import NODE, authorize, bearer_user
 from gpuq.server.docs import install_docs
 from gpuq.server.errors import install_handlers, not_found
@@ -75,6 +76,7 @@ def create_app(
     )
     install_docs(app)
     app.state.store = store
+    app.state.stored_configuration = StoredConfiguration()
     app.state.loop_status = loop_status
     app.state.nodes = tuple(nodes)
     app.state.workdir = workdir

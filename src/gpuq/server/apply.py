@@ -23,6 +23,13 @@ A request is one YAML or JSON text of one or many documents (``kind: List`` expa
 Nothing is written unless steps 1-4 pass for every document, so an apply is all or
 nothing; only a concurrent writer between steps 3 and 5 can interleave (the store has
 no multi-call transaction).
+
+A request of workloads only (a submission, the common case) costs what its workloads cost:
+they are checked against the stored configuration as loaded once per version of the
+stored objects (:class:`StoredConfiguration`), not against every object read and checked
+again, and they are written with one insert each in one transaction, with no read before:
+only when the store finds a name taken are the stored workloads of those names read, to
+tell an unchanged re-apply (``unchanged``) from a conflict (409).
 """
 
 from __future__ import annotations
@@ -30,20 +37,30 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from gpuq.api import kueue, machine_checks
 from gpuq.api.diagnostics import Diagnostic
-from gpuq.api.loader import Document, expand_lists, load_texts, parse_documents, yaml_refusal
+from gpuq.api.loader import (
+    MAX_DEPTH,
+    Document,
+    LoadedConfiguration,
+    LoadResult,
+    expand_lists,
+    load_documents,
+    load_workloads,
+    parse_documents,
+    yaml_refusal,
+)
 from gpuq.api.references import workload_manifests
 from gpuq.core.model import Workload
 from gpuq.core.nodes import Node
-from gpuq.run.store import Store, StoreConflict
+from gpuq.run.store import NewWorkload, ObjectRecord, Store, StoreConflict
 from gpuq.server.errors import ApiError
 from gpuq.server.kinds import CLUSTER_KINDS, NAMESPACED_KINDS, REFUSED_KINDS, WORKLOAD, document_key
 from gpuq.snapshot.manifests import SUBMITTED_BY
@@ -65,6 +82,7 @@ class Item:
     document: dict[str, Any]
     line: int
     key: tuple[str, str, str]
+    source: Document | None = None  # as read (with its field lines), for validation
 
     @property
     def kind(self) -> str:
@@ -76,6 +94,50 @@ class Item:
 
     def result(self, action: str) -> dict[str, Any]:
         return {"kind": self.kind, "namespace": self.key[1], "name": self.key[2], "action": action}
+
+
+class StoredConfiguration:
+    """The stored configuration objects, loaded once per version of them (their count and newest
+    version), so a submission is checked against them without reading and validating every object
+    again. Thread-safe: API requests share one.
+
+    The signature is read again when this process changed an object (at once) and otherwise at
+    most every ``recheck_s``: an object another replica changed is seen within that, and the
+    leader, which checks each workload again as it takes it in, is never misled by a stale view."""
+
+    def __init__(self, recheck_s: float = 1.0) -> None:
+        self.recheck_s = recheck_s
+        self._lock = threading.Lock()
+        self._signature: tuple[int, int] | None = None
+        self._checked_at = -math.inf
+        self._generation = -1
+        self._objects: list[ObjectRecord] = []
+        self._loaded: LoadedConfiguration | None = None
+
+    def get(self, store: Store) -> tuple[list[ObjectRecord], LoadedConfiguration | None]:
+        """The stored objects and, when they load without error, the loaded configuration."""
+        generation = store.objects_generation()
+        with self._lock:
+            fresh = time.monotonic() - self._checked_at < self.recheck_s
+            if fresh and generation == self._generation and self._signature is not None:
+                return self._objects, self._loaded
+        signature = store.objects_signature()
+        with self._lock:
+            if signature == self._signature:
+                self._checked_at, self._generation = time.monotonic(), generation
+                return self._objects, self._loaded
+        objects = store.list_objects()
+        result = load_documents([_stored_document(o) for o in objects], [], strict=True)
+        loaded = LoadedConfiguration.of(result)
+        with self._lock:  # what was read and when together: a concurrent reader never pairs them wrong
+            self._signature, self._objects, self._loaded = signature, objects, loaded
+            self._checked_at, self._generation = time.monotonic(), generation
+        return objects, loaded
+
+
+def _stored_document(record: ObjectRecord) -> Document:
+    where = f"{record.namespace}/" if record.namespace else ""
+    return Document(f"<stored {record.kind}/{where}{record.name}>", 1, record.manifest, {})
 
 
 @dataclass(frozen=True)
@@ -90,7 +152,7 @@ class Planned:
 
 def read_request(text: str) -> list[Item]:
     """Step 1: the documents of ``text``, each with a key; unreadable ones are left to step 3."""
-    documents, errors = parse_documents(REQUEST, text)
+    documents, errors = request_documents(text)
     if errors:
         costly = any(e.message.endswith(": refused") for e in errors)  # loader.YamlRefused
         raise ApiError(422, _COSTLY if costly else "the request is not valid YAML or JSON", errors)
@@ -108,7 +170,7 @@ def read_request(text: str) -> list[Item]:
             if kind in REFUSED_KINDS and kueue.model_for(str(data.get("apiVersion", "")), kind) is not None:
                 diagnostics.append(Diagnostic(REQUEST, part.line, kind, key[2], "kind", REFUSED_KINDS[kind]))
             embedded += _embedded_yaml(part, kind, key[2])
-            items.append(Item(_normalized(data), part.line, key))
+            items.append(Item(_normalized(data), part.line, key, part))
     if embedded:
         raise ApiError(422, _COSTLY, embedded)
     seen: dict[tuple[str, str, str], Item] = {}
@@ -124,6 +186,34 @@ def read_request(text: str) -> list[Item]:
     if not items:
         raise ApiError(422, "the request holds no document")
     return items
+
+
+def request_documents(text: str) -> tuple[list[Document], list[Diagnostic]]:
+    """The request's documents: a JSON body (what clients send) read as JSON, without field lines,
+    and refused past the loader's depth as YAML would be; anything else read as YAML."""
+    if not text.lstrip().startswith(("{", "[")):
+        return parse_documents(REQUEST, text)
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return parse_documents(REQUEST, text)  # YAML reads what JSON does not, and says where it fails
+    if _deeper_than(data, MAX_DEPTH):
+        message = f"nested deeper than {MAX_DEPTH} levels: refused"
+        return [], [Diagnostic(REQUEST, 1, "", "", "", message)]
+    return ([Document(REQUEST, 1, data, {})] if data is not None else []), []
+
+
+def _deeper_than(data: Any, limit: int) -> bool:
+    """Whether ``data`` nests containers more than ``limit`` deep (iteratively: no recursion limit)."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth > limit:
+                return True
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _embedded_yaml(part: Document, kind: str, name: str) -> list[Diagnostic]:
@@ -158,12 +248,25 @@ def _normalized(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def plan_apply(
-    store: Store, items: Sequence[Item], text: str, nodes: Sequence[Node]
+    store: Store,
+    items: Sequence[Item],
+    text: str,
+    nodes: Sequence[Node],
+    configuration: StoredConfiguration | None = None,
 ) -> tuple[list[Planned], list[Diagnostic]]:
-    """Steps 3 and 4: every item's action and the request's warnings, or an :class:`ApiError` (422, 409)."""
-    workloads, warnings = validate(store, items, text, nodes)
+    """Steps 3 and 4: every item's action and the request's warnings, or an :class:`ApiError` (422, 409).
+
+    A request of workloads only is planned as created without reading the store: :func:`execute`
+    learns from the insert whether a name is taken (then unchanged, or 409)."""
+    workloads, warnings = validate(store, items, text, nodes, configuration)
     if any(not item.key[0] for item in items):  # the loader reports these; never reached in practice
         raise ApiError(422, "a document has no kind or metadata.name")
+    if all(item.is_workload for item in items):
+        planned_workloads = []
+        for item in items:
+            workload = workloads[(item.key[1], item.key[2])]
+            planned_workloads.append(Planned(item, "created", workload.queue_name, workload.priority))
+        return planned_workloads, warnings
     planned: list[Planned] = []
     conflicts: list[str] = []
     for item in items:
@@ -191,22 +294,33 @@ def plan_apply(
 
 
 def validate(
-    store: Store, items: Sequence[Item], text: str, nodes: Sequence[Node]
+    store: Store,
+    items: Sequence[Item],
+    text: str,
+    nodes: Sequence[Node],
+    configuration: StoredConfiguration | None = None,
 ) -> tuple[dict[tuple[str, str], Workload], list[Diagnostic]]:
     """Load the request with the stored configuration: its workloads by (namespace, source name).
 
     Returns them and the loader's warnings about the request; raises 422 with every error, those
     about stored objects included (a request must not build on a broken configuration).
     Pods no node of this control plane could hold are errors here, not warnings: the
-    nodes are known, and such a workload would wait for ever.
+    nodes are known, and such a workload would wait for ever. A request of workloads only is
+    checked against ``configuration`` when the stored objects load (:func:`load_workloads`).
     """
-    replaced = {item.key for item in items}
-    texts = [
-        (f"<stored {o.kind}/{o.namespace + '/' if o.namespace else ''}{o.name}>", yaml.safe_dump(o.manifest))
-        for o in store.list_objects()
-        if (o.kind, o.namespace, o.name) not in replaced
-    ]
-    result = load_texts([*texts, (REQUEST, text)], strict=True)  # as gpuq validate: see docs/serve.md
+    sources = [item.source for item in items]
+    request, parse_errors = (
+        ([s for s in sources if s is not None], []) if all(sources) else parse_documents(REQUEST, text)
+    )
+    configuration = configuration or StoredConfiguration()
+    objects, loaded = configuration.get(store)
+    result: LoadResult | None = None
+    if loaded is not None and not parse_errors and all(item.is_workload for item in items):
+        result = load_workloads(loaded, request, strict=True)
+    if result is None:  # as gpuq validate: see docs/serve.md
+        replaced = {item.key for item in items}
+        stored = [_stored_document(o) for o in objects if (o.kind, o.namespace, o.name) not in replaced]
+        result = load_documents([*stored, *request], list(parse_errors), strict=True)
     errors = list(result.errors)
     if not errors:
         errors += [
@@ -232,6 +346,8 @@ def execute(
 
     ``user``: the API user submitting, stamped into new workloads (see :func:`stamped`)."""
     now = time.time() if now is None else now
+    if planned and all(plan.item.is_workload for plan in planned):
+        return _submit(store, planned, now, user)
     actions: dict[int, str] = {}
     for index, plan in enumerate(planned):
         if not plan.item.is_workload:
@@ -249,6 +365,45 @@ def execute(
                 except StoreConflict as error:  # submitted by someone else since step 4
                     raise ApiError(409, f"{error}; the documents before it were applied") from error
     return [plan.item.result(actions[index]) for index, plan in enumerate(planned)]
+
+
+def _submit(store: Store, planned: Sequence[Planned], now: float, user: str) -> list[dict[str, Any]]:
+    """Step 5 of a request of workloads only: one insert each, in one transaction. When a name is
+    taken, the stored workloads are read: the same manifest again is ``unchanged``, another is a 409
+    (nothing written); the others are then inserted."""
+    documents = [stamped(plan.item.document, user) for plan in planned]
+    new = [_new_workload(plan, document, now) for plan, document in zip(planned, documents, strict=True)]
+    try:
+        store.add_workloads(new)
+        return [plan.item.result("created") for plan in planned]
+    except StoreConflict:
+        pass
+    actions: list[str] = []
+    conflicts: list[str] = []
+    for plan in planned:
+        _, namespace, name = plan.item.key
+        existing = store.get_workload(namespace, name)
+        if existing is None:
+            actions.append("created")
+        elif existing.manifest == _as_stored(stamped(plan.item.document, _stamp_of(existing.manifest))):
+            actions.append("unchanged")
+        else:
+            conflicts.append(
+                f"workload {namespace}/{name} already exists ({existing.state}) with another spec; "
+                "delete it first or choose another name"
+            )
+    if conflicts:
+        raise ApiError(409, "; ".join(conflicts))
+    try:
+        store.add_workloads([w for w, action in zip(new, actions, strict=True) if action == "created"])
+    except StoreConflict as error:  # submitted by someone else meanwhile
+        raise ApiError(409, f"{error}; nothing was applied") from error
+    return [plan.item.result(action) for plan, action in zip(planned, actions, strict=True)]
+
+
+def _new_workload(plan: Planned, document: dict[str, Any], now: float) -> NewWorkload:
+    _, namespace, name = plan.item.key
+    return NewWorkload(namespace, name, plan.queue, plan.item.kind, document, plan.priority, now)
 
 
 def _as_stored(document: dict[str, Any]) -> Any:

@@ -71,7 +71,8 @@ def _dry_run(request: Request, user: UserRecord, text: str) -> dict[str, Any]:
         if item.key[0]:
             authorize(user, "apply", item.key[0], item.key[1], shown=item.kind)
     store: Store = request.app.state.store
-    workloads, warnings = apply.validate(store, items, text, request.app.state.nodes)
+    configuration = request.app.state.stored_configuration
+    workloads, warnings = apply.validate(store, items, text, request.app.state.nodes, configuration)
     if len(items) != 1 or not items[0].is_workload:
         kinds = ", ".join(i.kind for i in items)
         raise ApiError(

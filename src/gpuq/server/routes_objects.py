@@ -67,7 +67,8 @@ def _apply(request: Request, user: UserRecord, text: str, dry_run: bool) -> dict
         if item.key[0]:
             authorize(user, "apply", item.key[0], item.key[1], shown=item.kind)
     store = _store(request)
-    planned, warnings = apply.plan_apply(store, items, text, request.app.state.nodes)
+    configuration = request.app.state.stored_configuration
+    planned, warnings = apply.plan_apply(store, items, text, request.app.state.nodes, configuration)
     results = (
         [p.item.result(p.action) for p in planned]
         if dry_run

@@ -9,8 +9,11 @@ Two background threads over a store of their own:
    tenure's fencing token in its transaction) and build a fresh loop (executor included):
    its first step recovers what a previous leader left running (``ControlLoop._recover``
    kills leftovers and requeues);
-3. while leader, step every ``interval_s``; an exception in a step is logged and the
-   next step runs (adapter failures are the next reconcile's business), except
+3. while leader, step whenever the store says something changed (a submission, a deletion, an
+   object: PostgreSQL ``NOTIFY``, or this process's own API, :class:`~gpuq.run.store.Wakeup`),
+   when a pod start returns, at once again while the loop has a backlog, and otherwise every
+   ``interval_s`` (``busy_interval_s`` while pods run, whose exits are polled); an exception
+   in a step is logged and the next step runs (adapter failures are the next reconcile's business), except
    :class:`~gpuq.run.store.LeaseLost`: a write found the lease taken over or expired (this
    replica was frozen, or too slow to renew), so nothing was written and the runner
    steps down at once (4), then campaigns again as a follower;
@@ -43,7 +46,7 @@ from gpuq.run.gpus import GPUTelemetry
 from gpuq.run.loop import ControlLoop
 from gpuq.run.metrics import ControlPlaneCollector
 from gpuq.run.retention import clean_finished
-from gpuq.run.store import Fence, LeaderElector, LeaseLost, Store
+from gpuq.run.store import Fence, LeaderElector, LeaseLost, Store, Wakeup
 from gpuq.run.store.leader import LEASE_NAME
 from gpuq.server.views import HOLDING_QUOTA
 
@@ -195,12 +198,15 @@ class LoopRunner:
         *,
         lease_s: float = 5.0,
         interval_s: float = 0.2,
+        busy_interval_s: float = 0.02,
         gpus: GpuMonitor | None = None,
         finished_ttl_s: float | None = None,
     ) -> None:
         """``finished_ttl_s``: while leader, delete workloads finished longer ago than this, with their logs
         and pod directories (:mod:`gpuq.run.retention`), every ``cleanup_interval_s``; None keeps them."""
         self.url, self.identity, self.lease_s, self.interval_s = url, identity, lease_s, interval_s
+        self.busy_interval_s = busy_interval_s
+        self._wakeup: Wakeup | None = None
         self.finished_ttl_s = finished_ttl_s
         self.cleanup_interval_s = min(60.0, max(1.0, (finished_ttl_s or 0.0) / 10))
         self.gpus = gpus or GpuMonitor()
@@ -230,12 +236,15 @@ class LoopRunner:
 
     def start(self) -> None:
         self._store = Store(self.url)
+        self._wakeup = Wakeup(self._store.url)
         self._lease_thread.start()
         self._thread.start()
 
     def stop(self, timeout_s: float = 15.0) -> None:
         """Stop stepping, terminate the pods, then release leadership; waits for both threads."""
         self._stop.set()
+        if self._wakeup is not None:
+            self._wakeup.interrupt()
         with self._tenure_changed:
             self._tenure_changed.notify_all()
         if self._thread.is_alive():
@@ -246,6 +255,8 @@ class LoopRunner:
             self._lease_thread.join(timeout_s)
         if self._store is not None:
             self._store.close()
+        if self._wakeup is not None:
+            self._wakeup.close()
 
     def status(self) -> dict[str, Any]:
         with self._lock:
@@ -350,17 +361,31 @@ class LoopRunner:
                         self._step_down(loop, f"lost the lease ({lost})")
                         loop = None
                         self._campaign_now.set()  # learn at once who leads now
-                self._stop.wait(self.interval_s)
+                    elif loop.backlog:
+                        continue
+                self._pause(loop)
         finally:
             if loop is not None:
                 self._close(loop)
             self._update(leader=False)
+
+    def _pause(self, loop: ControlLoop | None) -> None:
+        """Until the next step is due: a change is signalled, or the interval passes."""
+        if self._stop.is_set():
+            return
+        timeout = self.busy_interval_s if loop is not None and loop.busy else self.interval_s
+        if self._wakeup is None:
+            self._stop.wait(timeout)
+        else:
+            self._wakeup.wait(timeout)
 
     def _lead(self, store: Store, token: int) -> ControlLoop | None:
         """A new loop for this tenure, or None (the error recorded) when it cannot be built."""
         with self._step_lock:
             try:
                 self._loop = self._make_loop(store)
+                if self._wakeup is not None:
+                    self._loop.wake_with(self._wakeup.interrupt)
             except Exception as error:
                 self._error(f"cannot start the control loop: {error}")
                 return None

@@ -61,8 +61,6 @@ _SERVICE_EVENTS = frozenset({EventKind.SERVICE_SYNC})
 _PROVISIONING_EVENTS = frozenset({EventKind.PROVISIONING})
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class NodeChange:
     """Nodes leaving or joining at ``time``: named nodes, or ``count`` nodes of ``pool``."""

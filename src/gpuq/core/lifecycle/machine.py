@@ -241,8 +241,11 @@ class Lifecycle:
             self._start(life, at)
 
     # ------------------------------------------------------------------ cycles
-    def settle(self, at: float) -> None:
-        """Run Kueue cycles until quiet when something changed (step 1 of the module docstring)."""
+    def settle(self, at: float, clock: Callable[[], float] | None = None) -> None:
+        """Run Kueue cycles until quiet when something changed (step 1 of the module docstring).
+
+        ``clock``: a live driver's wall clock, read at each cycle, so that each decision carries the
+        time it was made (a simulator's pass happens at one instant: ``at``)."""
         if not self._dirty:
             return
         self._dirty = False
@@ -250,6 +253,8 @@ class Lifecycle:
         scheduler = self.scheduler
         watch = ProgressWatch(self._window, self.settings.max_cycles_per_pass)
         while True:
+            if clock is not None:
+                at = max(at, clock())
             before = scheduler.active_count()
             result, entries = scheduler.plan_cycle(at)
             if not entries:

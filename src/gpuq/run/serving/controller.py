@@ -153,6 +153,7 @@ class ServiceController:
         self._signature: tuple[tuple[str, str, str, int], ...] | None = None
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gpuq-probe")
         self._weights: dict[str, list[tuple[str, int]]] = {}
+        self._objects_seen: tuple[int, int] | None = None  # the objects' signature last reloaded from
 
     # ------------------------------------------------------------------ the loop's hooks
     def step(self, loop: ControlLoop, now: float) -> None:
@@ -203,6 +204,10 @@ class ServiceController:
         return [self.services[k] for k in sorted(self.services)]
 
     def _reload(self, loop: ControlLoop, now: float) -> None:
+        seen = loop.objects_seen
+        if seen is not None and seen == self._objects_seen:
+            return  # no object changed since the last look (the loop's feed says so): nothing to reload
+        self._objects_seen = seen
         objects = [o for o in self.store.list_objects() if o.kind in SERVING_KINDS]
         signature = tuple(sorted((o.kind, o.namespace, o.name, o.resource_version) for o in objects))
         if signature == self._signature:

@@ -6,21 +6,26 @@ in ``migrations/``; :class:`LeaderElector` picks the one replica that runs the l
 (``store.fence``) keeps a replica that lost the lease from writing (:class:`LeaseLost`).
 """
 
+from gpuq.run.store.batch import StepWrites
 from gpuq.run.store.engine import default_url
 from gpuq.run.store.leader import LeaderElector
+from gpuq.run.store.notify import Wakeup
 from gpuq.run.store.records import (
     LIVE_POD_STATES,
     POD_STATES,
     WORKLOAD_STATES,
     ConditionRecord,
     EventRecord,
+    Feed,
     Fence,
     LeaseLost,
+    NewWorkload,
     ObjectRecord,
     PodRecord,
     StoreConflict,
     StoreError,
     StoreNotFound,
+    Tombstone,
     UserRecord,
     WorkloadChange,
     WorkloadRecord,
@@ -33,16 +38,21 @@ __all__ = [
     "WORKLOAD_STATES",
     "ConditionRecord",
     "EventRecord",
+    "Feed",
     "Fence",
     "LeaderElector",
     "LeaseLost",
+    "NewWorkload",
     "ObjectRecord",
     "PodRecord",
+    "StepWrites",
     "Store",
     "StoreConflict",
     "StoreError",
     "StoreNotFound",
+    "Tombstone",
     "UserRecord",
+    "Wakeup",
     "WorkloadChange",
     "WorkloadRecord",
     "default_url",

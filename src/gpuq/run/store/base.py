@@ -20,6 +20,7 @@ serialises the two. Stores without a fence (the API's) write as before.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,16 +29,36 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, select, text, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpuq.run.store.engine import WRITE_OPTION, make_engine, normalize_url
 from gpuq.run.store.models import RESOURCE_VERSION, Counter, LeaseRow
+from gpuq.run.store.notify import CHANNEL, local_signal
 from gpuq.run.store.records import Fence, LeaseLost, StoreConflict
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 MIGRATION_LOCK_KEY = 0x6770_7571_6D69_6772  # "gpuqmigr": two replicas never migrate at once (PostgreSQL)
+
+
+_writer_locks: dict[str, threading.RLock] = {}
+_writer_locks_guard = threading.Lock()
+
+
+def writer_lock(url: URL) -> threading.RLock:
+    """This process's lock of one SQLite database's writes.
+
+    SQLite admits one writer at a time and makes the others retry on a timer (its busy handler
+    sleeps up to 100 ms between tries): twenty API threads and the loop contending that way waited
+    far longer than their transactions took. Writers of one process queue on this lock instead and
+    meet SQLite's lock only against other processes."""
+    key = url.render_as_string(hide_password=True)
+    with _writer_locks_guard:
+        return _writer_locks.setdefault(key, threading.RLock())
+
+
+_VERSION = select(Counter.value).where(Counter.name == RESOURCE_VERSION)
 
 
 @dataclass
@@ -92,9 +113,13 @@ class StoreBase:
     def transaction(self, *, write: bool = False) -> Iterator[Session]:
         """A session in one transaction: committed when the block ends, rolled back if it raises.
 
-        ``write=True`` takes SQLite's write lock up front. Raw writes through this do not
-        bump ``resource_version``; the public methods do.
+        ``write=True`` takes SQLite's write lock up front, after this process's own lock of the
+        database (:func:`writer_lock`). Raw writes through this do not bump ``resource_version``;
+        the public methods do.
         """
+        lock = writer_lock(self.url) if write and self.backend == "sqlite" else None
+        if lock is not None:
+            lock.acquire()
         session = (self._writes if write else self._reads)()
         try:
             yield session
@@ -104,6 +129,8 @@ class StoreBase:
             raise
         finally:
             session.close()
+            if lock is not None:
+                lock.release()
 
     def check_fence(self, session: Session) -> None:
         """Raise :class:`LeaseLost` unless this store has no fence or its lease is still held (in SQL)."""
@@ -136,7 +163,11 @@ class StoreBase:
         )
 
     @contextmanager
-    def _write(self) -> Iterator[Write]:
+    def _write(self, *, notify: bool = False) -> Iterator[Write]:
+        """A fenced write transaction that bumps the version; ``notify``: a change the leader must
+        learn of at once (a submission, a deletion, an object): it wakes the leader's
+        :class:`~gpuq.run.store.notify.Wakeup` when it commits (PostgreSQL ``NOTIFY``, delivered at
+        commit; this process's waiters on either backend)."""
         try:
             with self.transaction(write=True) as session:
                 self.check_fence(session)
@@ -151,15 +182,31 @@ class StoreBase:
                 yield write
                 if write.changed:
                     session.flush()
+                    if notify and self.backend == "postgresql":
+                        session.execute(text(f"NOTIFY {CHANNEL}"))
                 else:
                     session.rollback()
+                    notify = False
         except IntegrityError as err:
             raise StoreConflict(f"the write conflicts with stored rows: {err.orig}") from err
+        if notify:
+            local_signal(self.url).set()
+
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """A plain connection in one read transaction, without an ORM session: the reads the leader and
+        the API make at every step or request (a version, a signature, the feed) cost what their SQL
+        costs."""
+        with self._engine.connect() as connection:
+            try:
+                yield connection
+            finally:
+                connection.rollback()
 
     def resource_version(self) -> int:
         """The version of the newest committed change (0 for a fresh store)."""
-        with self.transaction() as session:
-            return session.execute(select(Counter.value).where(Counter.name == RESOURCE_VERSION)).scalar_one()
+        with self.reading() as connection:
+            return int(connection.execute(_VERSION).scalar_one())
 
     def changes_since(self, version: int) -> bool:
         """Whether anything was committed after ``version`` (one primary-key read)."""

@@ -59,7 +59,8 @@ def normalize_url(url: str) -> URL:
 
 def make_engine(url: URL, *, pooled: bool = True) -> Engine:
     """An engine for ``url``; ``pooled=False`` gives connections that really close (leader election)."""
-    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    # A file does not drop connections: a ping before each checkout is only a PostgreSQL server's need.
+    kwargs: dict[str, Any] = {"pool_pre_ping": url.get_backend_name() == "postgresql"}
     if not pooled:
         kwargs["poolclass"] = NullPool
     if url.get_backend_name() == "sqlite":

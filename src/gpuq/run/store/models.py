@@ -81,6 +81,7 @@ class WorkloadRow(Base):
         UniqueConstraint("namespace", "name"),
         Index("ix_workloads_state", "state"),
         Index("ix_workloads_finished_at", "finished_at"),  # retention deletes the oldest finished first
+        Index("ix_workloads_created_version", "created_version"),  # the leader's intake reads new ones
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -101,6 +102,23 @@ class WorkloadRow(Base):
     finished_at: Mapped[float | None]
     message: Mapped[str] = mapped_column(Text)
     resource_version: Mapped[int] = mapped_column(BigInteger)
+    created_version: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    """The store version that created the row, never changed: versions are never reused (ids may be,
+    on SQLite), so the leader reads what is new with ``created_version > seen``."""
+
+
+class TombstoneRow(Base):
+    """A workload deleted through the API, so the leader learns of it without listing every workload;
+    the leader deletes the tombstones it has read."""
+
+    __tablename__ = "tombstones"
+    __table_args__ = (Index("ix_tombstones_version", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger)
+    workload_id: Mapped[int] = mapped_column(Integer)
+    namespace: Mapped[str]
+    name: Mapped[str]
 
 
 class ConditionRow(Base):

@@ -176,3 +176,43 @@ class WorkloadChange:
     def __post_init__(self) -> None:
         if self.pods is not None:
             object.__setattr__(self, "pods", tuple(self.pods))
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """A workload deleted through the API (``version``: the store version of the delete)."""
+
+    version: int
+    workload_id: int
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class NewWorkload:
+    """A workload for :meth:`Store.add_workloads`: what ``add_workload`` takes, as one record."""
+
+    namespace: str
+    name: str
+    queue_name: str
+    source_kind: str
+    manifest: dict[str, Any]
+    priority: int
+    created_at: float
+
+
+@dataclass(frozen=True)
+class Feed:
+    """What the leader reads each time the store's version moved (:meth:`Store.read_feed`).
+
+    ``workloads`` were created, and ``deleted`` deleted, after the position read from and up to
+    ``upto``; ``more`` says the read stopped at its limit (read again from ``upto`` at once).
+    ``objects`` is the configuration's signature (count and newest version of the objects): it
+    changes whenever an object is created, changed or deleted."""
+
+    version: int
+    upto: int
+    workloads: tuple[WorkloadRecord, ...]
+    deleted: tuple[Tombstone, ...]
+    objects: tuple[int, int]
+    more: bool

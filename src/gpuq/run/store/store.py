@@ -9,25 +9,41 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
 
-from sqlalchemy import delete, select, tuple_
+from sqlalchemy import delete, func, select, tuple_
 
 from gpuq.run.store import convert
 from gpuq.run.store import workloads as wl
 from gpuq.run.store.base import StoreBase
-from gpuq.run.store.models import ConditionRow, EventRow, ObjectRow, UserRow, WorkloadRow
+from gpuq.run.store.batch import StepWrites, apply_writes
+from gpuq.run.store.models import (
+    RESOURCE_VERSION,
+    ConditionRow,
+    Counter,
+    EventRow,
+    ObjectRow,
+    TombstoneRow,
+    UserRow,
+    WorkloadRow,
+)
+from gpuq.run.store.notify import bump_objects_generation, objects_generation
 from gpuq.run.store.records import (
     FINISHED_STATES,
     LIVE_POD_STATES,
     WORKLOAD_STATES,
     ConditionRecord,
     EventRecord,
+    Feed,
+    NewWorkload,
     ObjectRecord,
     PodRecord,
     StoreConflict,
+    Tombstone,
     UserRecord,
     WorkloadChange,
     WorkloadRecord,
@@ -49,6 +65,11 @@ __all__ = [
 EVENTS_LIMIT = 1000
 """Most events one :meth:`Store.events` call returns; page on with ``since_id``."""
 
+_OBJECTS_SIGNATURE = select(func.count(ObjectRow.id), func.coalesce(func.max(ObjectRow.resource_version), 0))
+
+FEED_LIMIT = 5000
+"""Most new workloads one :meth:`Store.read_feed` returns (a step takes in at most about this many)."""
+
 FINISHED_BATCH = 1000
 """Most finished workloads one :meth:`Store.delete_finished` call deletes."""
 
@@ -66,8 +87,71 @@ def _object_key(manifest: dict[str, Any]) -> tuple[str, str, str, str]:
     return kind, str(manifest.get("apiVersion", "")), str(metadata.get("namespace") or ""), name
 
 
+class SubmissionCombiner:
+    """Group commit of submissions: concurrent callers' workloads are inserted in one transaction.
+
+    Each caller queues its workloads, then waits for the commit lock; whoever holds it commits
+    everything queued (its own and those of the callers that arrived while the previous commit
+    ran) and hands each caller its ids. When the combined insert conflicts (a name taken), each
+    caller's workloads are inserted alone, so one caller's conflict is never another's. A commit
+    costs the same for one workload as for fifty: under load this is what lets submissions keep
+    up, on SQLite (one writer at a time) and PostgreSQL (one version counter) alike."""
+
+    @dataclass
+    class _Queued:
+        workloads: list[NewWorkload]
+        ids: list[int] | None = None
+        error: Exception | None = None  # raised in the caller's thread, as if it had inserted alone
+
+    def __init__(self) -> None:
+        self._queue: list[SubmissionCombiner._Queued] = []
+        self._queue_lock = threading.Lock()
+        self._commit_lock = threading.Lock()
+
+    def submit(
+        self, workloads: list[NewWorkload], insert: Callable[[Sequence[NewWorkload]], list[int]]
+    ) -> list[int]:
+        mine = SubmissionCombiner._Queued(workloads)
+        with self._queue_lock:
+            self._queue.append(mine)
+        with self._commit_lock:
+            if mine.ids is None and mine.error is None:
+                with self._queue_lock:
+                    batch, self._queue = self._queue, []
+                self._commit(batch, insert)
+        if mine.error is not None:
+            raise mine.error
+        assert mine.ids is not None
+        return mine.ids
+
+    @staticmethod
+    def _commit(
+        batch: list[SubmissionCombiner._Queued], insert: Callable[[Sequence[NewWorkload]], list[int]]
+    ) -> None:
+        if len(batch) > 1:
+            try:
+                ids = insert([w for queued in batch for w in queued.workloads])
+            except StoreConflict:
+                pass
+            else:
+                start = 0
+                for queued in batch:
+                    queued.ids = ids[start : start + len(queued.workloads)]
+                    start += len(queued.workloads)
+                return
+        for queued in batch:
+            try:
+                queued.ids = insert(queued.workloads)
+            except Exception as error:
+                queued.error = error
+
+
 class Store(StoreBase):
     """Objects, workloads, conditions, pods, events and users of one control plane."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self._submissions = SubmissionCombiner()
 
     # -- objects -----------------------------------------------------------------------------------------
 
@@ -81,7 +165,7 @@ class Store(StoreBase):
         kind, api_version, namespace, name = _object_key(manifest)
         document = json.loads(json.dumps(manifest))  # as it will read back: lists, not tuples
         now = time.time() if now is None else now
-        with self._write() as write:
+        with self._write(notify=True) as write:
             row = write.session.scalars(
                 select(ObjectRow).where(
                     ObjectRow.kind == kind, ObjectRow.namespace == namespace, ObjectRow.name == name
@@ -100,13 +184,26 @@ class Store(StoreBase):
                         updated_at=now,
                     )
                 )
+                bump_objects_generation(self.url)
                 return "created", write.version
             if row.manifest == document and row.api_version == api_version:
                 write.changed = False
                 return "unchanged", row.resource_version
             row.api_version, row.manifest = api_version, document
             row.resource_version, row.updated_at = write.version, now
+            bump_objects_generation(self.url)
             return "configured", write.version
+
+    def objects_generation(self) -> int:
+        """How many objects this process has changed in this database: a cache of the objects made in
+        this process is stale when it moved (other processes' changes show in the signature)."""
+        return objects_generation(self.url)
+
+    def objects_signature(self) -> tuple[int, int]:
+        """The objects' count and newest version: it changes whenever one is created, changed or deleted."""
+        with self.reading() as connection:
+            count, newest = connection.execute(_OBJECTS_SIGNATURE).one()
+            return int(count), int(newest)
 
     def get_object(self, kind: str, name: str, namespace: str = "") -> ObjectRecord | None:
         with self.transaction() as session:
@@ -129,13 +226,15 @@ class Store(StoreBase):
 
     def delete_object(self, kind: str, name: str, namespace: str = "") -> bool:
         """Delete one object; False (and no write) when there was none."""
-        with self._write() as write:
+        with self._write(notify=True) as write:
             result = write.session.execute(
                 delete(ObjectRow).where(
                     ObjectRow.kind == kind, ObjectRow.namespace == namespace, ObjectRow.name == name
                 )
             )
             write.changed = bool(getattr(result, "rowcount", 0))
+            if write.changed:
+                bump_objects_generation(self.url)
             return write.changed
 
     # -- workloads -------------------------------------------------------------------------------------------
@@ -151,31 +250,63 @@ class Store(StoreBase):
         created_at: float,
     ) -> int:
         """Store a new Pending workload and return its id; a taken (namespace, name) raises StoreConflict."""
-        with self._write() as write:
-            existing = write.session.scalar(
-                select(WorkloadRow.id).where(WorkloadRow.namespace == namespace, WorkloadRow.name == name)
-            )
-            if existing is not None:
-                raise StoreConflict(f"workload {namespace}/{name} already exists (id {existing})")
-            row = WorkloadRow(
-                namespace=namespace,
-                name=name,
-                queue_name=queue_name,
-                source_kind=source_kind,
-                manifest=json.loads(json.dumps(manifest)),
-                priority=priority,
-                state=WORKLOAD_STATES[0],
-                cluster_queue=None,
-                admission=None,
-                requeue_count=0,
-                requeue_at=None,
-                created_at=created_at,
-                message="",
-                resource_version=write.version,
-            )
-            write.session.add(row)
-            write.session.flush()
-            return row.id
+        new = NewWorkload(namespace, name, queue_name, source_kind, manifest, priority, created_at)
+        return self.add_workloads([new])[0]
+
+    def add_workloads(self, workloads: Sequence[NewWorkload]) -> list[int]:
+        """Store new Pending workloads in one transaction (all or none); their ids, in order.
+
+        One insert per workload and no read before it: a taken (namespace, name) is found by the unique
+        index, and raises StoreConflict naming the first such workload, with nothing written.
+        Concurrent callers share transactions (:class:`SubmissionCombiner`): under load, one commit
+        holds the submissions of every thread that arrived meanwhile."""
+        if not workloads:
+            return []
+        return self._submissions.submit(list(workloads), self._insert_workloads)
+
+    def _insert_workloads(self, workloads: Sequence[NewWorkload]) -> list[int]:
+        try:
+            with self._write(notify=True) as write:
+                rows = [
+                    WorkloadRow(
+                        namespace=w.namespace,
+                        name=w.name,
+                        queue_name=w.queue_name,
+                        source_kind=w.source_kind,
+                        manifest=json.loads(json.dumps(w.manifest)),
+                        priority=w.priority,
+                        state=WORKLOAD_STATES[0],
+                        cluster_queue=None,
+                        admission=None,
+                        requeue_count=0,
+                        requeue_at=None,
+                        created_at=w.created_at,
+                        message="",
+                        resource_version=write.version,
+                        created_version=write.version,
+                    )
+                    for w in workloads
+                ]
+                write.session.add_all(rows)
+                write.session.flush()
+                return [row.id for row in rows]
+        except StoreConflict:
+            taken = self._taken([(w.namespace, w.name) for w in workloads])
+            if not taken:
+                raise
+            namespace, name, found = taken
+            raise StoreConflict(f"workload {namespace}/{name} already exists (id {found})") from None
+
+    def _taken(self, keys: Sequence[tuple[str, str]]) -> tuple[str, str, int] | None:
+        """The first of ``keys`` a stored workload has, with its id (after a conflicting insert)."""
+        with self.transaction() as session:
+            for namespace, name in keys:
+                found = session.scalar(
+                    select(WorkloadRow.id).where(WorkloadRow.namespace == namespace, WorkloadRow.name == name)
+                )
+                if found is not None:
+                    return namespace, name, found
+        return None
 
     def get_workload(self, namespace: str, name: str) -> WorkloadRecord | None:
         with self.transaction() as session:
@@ -226,6 +357,60 @@ class Store(StoreBase):
                     wl.replace_pods(write.session, change.workload_id, change.pods)
             return write.version
 
+    def commit(self, writes: StepWrites) -> int:
+        """A loop step's writes (:mod:`~gpuq.run.store.batch`) in one transaction; the version committed
+        (the current one when there is nothing to write). Workloads deleted meanwhile are skipped."""
+        if not writes:
+            return self.resource_version()
+        with self._write() as write:
+            apply_writes(write.session, write.version, writes)
+            return write.version
+
+    def read_feed(self, since: int, limit: int = FEED_LIMIT) -> Feed:
+        """What changed after version ``since``: new workloads (at most ``limit``, oldest first), the
+        tombstones of deleted ones, the objects' signature; indexed reads whatever the store holds.
+
+        Everything up to the version read first is committed (versions commit in order), so reading
+        up to it misses nothing and never sees half of a later transaction."""
+        workloads = WorkloadRow.__table__.c
+        with self.reading() as connection:
+            version = int(
+                connection.execute(select(Counter.value).where(Counter.name == RESOURCE_VERSION)).scalar_one()
+            )
+            rows = list(
+                connection.execute(
+                    select(WorkloadRow.__table__)
+                    .where(workloads.created_version > since, workloads.created_version <= version)
+                    .order_by(workloads.created_version, workloads.id)
+                    .limit(limit)
+                )
+            )
+            more = len(rows) >= limit
+            upto = int(rows[-1].created_version) if more else version
+            if more:  # the rest of that last version's workloads (one request's), so none is skipped
+                rows += connection.execute(
+                    select(WorkloadRow.__table__)
+                    .where(workloads.created_version == upto, workloads.id > rows[-1].id)
+                    .order_by(workloads.id)
+                )
+            deleted = connection.execute(
+                select(
+                    TombstoneRow.version, TombstoneRow.workload_id, TombstoneRow.namespace, TombstoneRow.name
+                )
+                .where(TombstoneRow.version > since, TombstoneRow.version <= upto)
+                .order_by(TombstoneRow.version)
+            )
+            tombstones = tuple(Tombstone(t.version, t.workload_id, t.namespace, t.name) for t in deleted)
+            count, newest = connection.execute(_OBJECTS_SIGNATURE).one()
+            return Feed(
+                version,
+                upto,
+                tuple(convert.workload_record(cast(WorkloadRow, row)) for row in rows),
+                tombstones,
+                (int(count), int(newest)),
+                more,
+            )
+
     def conditions(self, workload_id: int) -> list[ConditionRecord]:
         """A workload's condition history, oldest first (by time, then insertion)."""
         query = (
@@ -237,13 +422,20 @@ class Store(StoreBase):
             return [convert.condition_record(row) for row in session.scalars(query)]
 
     def delete_workload(self, namespace: str, name: str) -> bool:
-        """Delete a workload with its pods and conditions; False (and no write) when there was none."""
-        with self._write() as write:
-            result = write.session.execute(
-                delete(WorkloadRow).where(WorkloadRow.namespace == namespace, WorkloadRow.name == name)
+        """Delete a workload with its pods and conditions, leaving a tombstone for the leader; False (and
+        no write) when there was none."""
+        with self._write(notify=True) as write:
+            found = write.session.scalar(
+                select(WorkloadRow.id).where(WorkloadRow.namespace == namespace, WorkloadRow.name == name)
             )
-            write.changed = bool(getattr(result, "rowcount", 0))
-            return write.changed
+            if found is None:
+                write.changed = False
+                return False
+            write.session.execute(delete(WorkloadRow).where(WorkloadRow.id == found))
+            write.session.add(
+                TombstoneRow(version=write.version, workload_id=found, namespace=namespace, name=name)
+            )
+            return True
 
     def delete_finished(self, before: float, limit: int = FINISHED_BATCH) -> list[tuple[str, str]]:
         """Delete at most ``limit`` workloads that finished (Succeeded or Failed) before ``before``, oldest

@@ -41,12 +41,13 @@ POD_FIELDS = frozenset(
 """Pod columns :meth:`Store.update_pod` may set."""
 
 
-def _check(value: str, allowed: Sequence[str], what: str) -> None:
+def check_value(value: str, allowed: Sequence[str], what: str) -> None:
+    """Raise ``ValueError`` unless ``value`` is one of ``allowed``."""
     if value not in allowed:
         raise ValueError(f"unknown {what} {value!r}; expected one of {', '.join(allowed)}")
 
 
-def _check_fields(fields: Mapping[str, object], allowed: frozenset[str], what: str) -> None:
+def check_fields(fields: Mapping[str, object], allowed: frozenset[str], what: str) -> None:
     unknown = sorted(set(fields) - allowed)
     if unknown:
         raise ValueError(
@@ -70,8 +71,8 @@ def change_workload(
     fields: Mapping[str, object],
 ) -> None:
     """Set ``state`` and ``fields``, stamp ``version``, append ``condition``; invalid input raises first."""
-    _check(state, WORKLOAD_STATES, "workload state")
-    _check_fields(fields, WORKLOAD_FIELDS, "workload")
+    check_value(state, WORKLOAD_STATES, "workload state")
+    check_fields(fields, WORKLOAD_FIELDS, "workload")
     row = _workload_row(session, workload_id)
     row.state = state
     for name, value in fields.items():
@@ -94,7 +95,7 @@ def replace_pods(session: Session, workload_id: int, pods: Sequence[PodRecord]) 
     """Delete every pod of the workload and insert ``pods`` (their ``id``/``workload_id`` are ignored)."""
     _workload_row(session, workload_id)
     for pod in pods:
-        _check(pod.state, POD_STATES, "pod state")
+        check_value(pod.state, POD_STATES, "pod state")
     session.execute(delete(PodRow).where(PodRow.workload_id == workload_id))
     session.add_all(
         PodRow(
@@ -117,10 +118,10 @@ def replace_pods(session: Session, workload_id: int, pods: Sequence[PodRecord]) 
 
 def change_pod(session: Session, pod_id: int, fields: Mapping[str, object]) -> None:
     """Set ``fields`` on one pod; ``devices`` may be any sequence of ids."""
-    _check_fields(fields, POD_FIELDS, "pod")
+    check_fields(fields, POD_FIELDS, "pod")
     state = fields.get("state")
     if state is not None:
-        _check(str(state), POD_STATES, "pod state")
+        check_value(str(state), POD_STATES, "pod state")
     row = session.get(PodRow, pod_id)
     if row is None:
         raise StoreNotFound(f"no pod with id {pod_id}")
