@@ -756,10 +756,12 @@ def scenario(
 
 # ----------------------------------------------------------------------------------------------- report
 def keep(root: Path, replicas: Sequence[Server], view: StoreView) -> Path:
-    """A copy, outside the temporary directory, of the replicas' logs, the pods' marks and the store's
-    workloads, pods, conditions and events (JSON): what a violation is diagnosed from."""
+    """A copy, outside the temporary directory, of the replicas' logs, the pods' marks and logs and the
+    store's workloads, pods, conditions and events (JSON): what a violation is diagnosed from."""
     kept = Path(tempfile.gettempdir()) / f"gpuq-bench-failover-kept-{time.strftime('%Y%m%d-%H%M%S')}"
     shutil.copytree(root / "shared", kept / "shared")
+    if (root / "work" / "logs").is_dir():
+        shutil.copytree(root / "work" / "logs", kept / "pod-logs")
     for server in replicas:
         shutil.copy(server.log_path, kept / f"{server.root.name}.log")
     for table in ("workloads", "pods", "conditions", "events", "leases"):
