@@ -190,6 +190,8 @@ def fill(url: str, finished: int, pending: int) -> float:
                             "log_path": f"/var/lib/gpuq/work/logs/{namespace}/{name}/main-0.log",
                         }
                     )
+                if "created_version" in WorkloadRow.__table__.columns:  # the leader's intake reads it
+                    row["created_version"] = version
                 workloads.append(row)
             with store.transaction(write=True) as session:
                 session.execute(insert(WorkloadRow), workloads)
