@@ -17,7 +17,8 @@ with bwrap, closed to their users without it), so a pod can neither read nor for
 Every file is written to a temporary file, fsynced and renamed (or linked), and the directory
 fsynced, so a reader sees a whole record or none. The executor removes a pod's directory once the
 loop has had its exit (at the next poll) or when it kills the pod itself (``close``); what is left
-belongs to a pod whose exit nobody has read yet.
+belongs to a pod whose exit nobody has read yet. Records of different pods may be created and removed
+from several threads at once (a removal that empties a namespace's directory does not fail a creation).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Any
 from gpuq.run.proctrack import EXIT_FILE, LEADER_FILE, Identity
 
 INTENT_FILE = "intent.json"
+_CREATE_TRIES = 5
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -94,8 +96,14 @@ class PodRecords:
         shutil.rmtree(directory, ignore_errors=True)
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)  # the server's alone: pods never read nor write a record
-        directory.parent.mkdir(mode=0o700, exist_ok=True)
-        directory.mkdir(mode=0o700)
+        for attempt in range(_CREATE_TRIES):
+            directory.parent.mkdir(mode=0o700, exist_ok=True)
+            try:
+                directory.mkdir(mode=0o700)
+                break
+            except FileNotFoundError:  # another thread's remove took the namespace's (empty) directory
+                if attempt == _CREATE_TRIES - 1:
+                    raise
         write_atomic(directory / INTENT_FILE, _intent_json(intent))
         return directory
 

@@ -1,7 +1,9 @@
 """Which processes belong to a pod, so that every one of them ends with it, not only its process group.
 
-Every pod's first process is a small **supervisor** (:data:`SUPERVISOR`, run by the server's own
-Python with ``-I``, importing nothing of gpuq) that outlives a killed server:
+Every pod's first process is a small **supervisor** (:data:`SUPERVISE`, importing nothing of gpuq)
+that outlives a killed server. It is forked by the executor's forkserver (:mod:`gpuq.run.forkserver`,
+one ``python -I`` that imported it once), or, where none runs, started as a ``python -I`` of its own
+(:data:`SUPERVISOR`, :func:`supervisor_argv`); either way it is the same code in a new session:
 
 1. before anything of the pod runs, it records who it is (pid, start time and boot id,
    ``leader.json``) in the pod's record directory, or runs nothing when a recovering leader
@@ -13,8 +15,10 @@ Python with ``-I``, importing nothing of gpuq) that outlives a killed server:
 4. it records the command's status (``exit.json``, written to a temporary file, fsynced and
    renamed) and exits with that status.
 
-So a pod's exit is never lost: a server that runs reaps the supervisor; one that was killed
-finds the record when it comes back (:mod:`gpuq.run.podrecords`).
+So a pod's exit is never lost: a server that runs reaps the supervisor (or its forkserver does and
+says so); one that was killed, or whose forkserver died, finds the record (:mod:`gpuq.run.podrecords`).
+Once the command has exited, the supervisor walks ``/proc`` for leftovers only while it still has
+children: a subreaper without children has no descendants.
 
 Two trackers hold the pod's processes:
 
@@ -495,16 +499,18 @@ def supervisor_argv(record: Path, group: Path | None, lc_ctype: str | None = Non
     return [sys.executable, "-I", "-c", SUPERVISOR, str(record), str(group) if group else "", locale]
 
 
-SUPERVISOR = r"""
+SUPERVISE = r"""
 import ctypes, json, os, resource, signal, sys, time
 # A pod's first process (gpuq.run.proctrack): record who it is, run the command (in its cgroup), keep
 # its orphans (subreaper), kill what is left when it exits, record its status, exit with it.
-record, group, argv = sys.argv[1], sys.argv[2], sys.argv[4:]
-if sys.argv[3]:  # the environment's own LC_CTYPE, as it was before Python's locale coercion
-    os.environ["LC_CTYPE"] = sys.argv[3][1:]
-else:
-    os.environ.pop("LC_CTYPE", None)
-def publish(name, data, exclusive):
+# supervise() never returns; the forkserver (gpuq.run.forkserver) calls it in each forked child.
+PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+try:
+    with open("/proc/sys/kernel/random/boot_id") as handle:
+        BOOT = handle.read().strip()
+except OSError:
+    BOOT = ""
+def publish(record, name, data, exclusive):
     tmp = os.path.join(record, f".{name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
@@ -529,41 +535,6 @@ def publish(name, data, exclusive):
 def start_time():
     with open("/proc/self/stat") as handle:
         return int(handle.read().rsplit(")", 1)[1].split()[19])
-try:
-    with open("/proc/sys/kernel/random/boot_id") as handle:
-        boot = handle.read().strip()
-except OSError:
-    boot = ""
-try:
-    publish("leader.json", {"pid": os.getpid(), "start": start_time(), "boot": boot}, True)
-except FileExistsError:
-    os.write(2, b"gpuq: the pod was abandoned by a recovering control plane before it started\n")
-    os._exit(125)
-except OSError as error:
-    os.write(2, f"gpuq: cannot record the pod in {record}: {error}\n".encode())
-    os._exit(126)
-ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-main = -1
-def forward(signum, _frame):
-    if main > 0:
-        try:
-            os.kill(main, signum)
-        except ProcessLookupError:
-            pass
-for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-    signal.signal(signum, forward)
-main = os.fork()
-if main == 0:
-    try:
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_DFL)
-        if group:
-            with open(os.path.join(group, "cgroup.procs"), "w") as handle:
-                handle.write("0")
-        os.execvp(argv[0], argv)
-    except OSError as error:
-        os.write(2, f"gpuq: cannot run {argv[0]!r}: {error}\n".encode())
-    os._exit(127)
 def descendants():
     me, parents = str(os.getpid()), {}
     for entry in os.listdir("/proc"):
@@ -579,13 +550,13 @@ def descendants():
             tree.append(int(pid))
             todo.append(pid)
     return tree
-def populated():
+def populated(group):
     try:
         with open(os.path.join(group, "cgroup.events")) as handle:
             return "populated 1" in handle.read()
     except OSError:
         return False
-def kill_rest():
+def kill_rest(group):
     if group:
         try:
             with open(os.path.join(group, "cgroup.kill"), "w") as handle:
@@ -606,35 +577,85 @@ def kill_rest():
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-status, done = 0, False
-while True:
+def supervise(record, group, argv):
     try:
-        pid, code = os.waitpid(-1, 0)
-    except ChildProcessError:
-        break
-    if pid == main:
-        status, done = code, True
-    if done:
-        kill_rest()
-while group and populated():
-    kill_rest()
-    time.sleep(0.02)
-result = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-try:
-    publish("exit.json", {"code": result, "time": time.time()}, False)
-except OSError:
-    pass  # the record is gone: the control plane removed it, nobody will read it
-if os.WIFSIGNALED(status):
-    number = os.WTERMSIG(status)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        publish(record, "leader.json", {"pid": os.getpid(), "start": start_time(), "boot": BOOT}, True)
+    except FileExistsError:
+        os.write(2, b"gpuq: the pod was abandoned by a recovering control plane before it started\n")
+        os._exit(125)
+    except OSError as error:
+        os.write(2, f"gpuq: cannot record the pod in {record}: {error}\n".encode())
+        os._exit(126)
+    PRCTL(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    main = -1
+    def forward(signum, _frame):
+        if main > 0:
+            try:
+                os.kill(main, signum)
+            except ProcessLookupError:
+                pass
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, forward)
+    main = os.fork()
+    if main == 0:
+        try:
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(signum, signal.SIG_DFL)
+            if group:
+                if not os.path.isdir(group):  # removed as empty by a server that restarted meanwhile
+                    os.makedirs(group, exist_ok=True)
+                with open(os.path.join(group, "cgroup.procs"), "w") as handle:
+                    handle.write("0")
+            os.execvp(argv[0], argv)
+        except OSError as error:
+            os.write(2, f"gpuq: cannot run {argv[0]!r}: {error}\n".encode())
+        os._exit(127)
+    # Reap until no child is left. A subreaper's descendants are its children or below a living child,
+    # so once the command has exited and no child is left, nothing of the tree is: the /proc walk of
+    # kill_rest is needed only when orphans remain.
+    status, done = 0, False
+    while True:
+        try:
+            pid, code = os.waitpid(-1, os.WNOHANG if done else 0)
+            if pid == 0:
+                kill_rest(group)
+                pid, code = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        if pid == main:
+            status, done = code, True
+    while group and populated(group):
+        kill_rest(group)
+        time.sleep(0.02)
+    result = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
     try:
-        signal.signal(number, signal.SIG_DFL)
-    except (OSError, ValueError):
-        pass  # SIGKILL cannot be caught: it is already the default
-    os.kill(os.getpid(), number)
-    os._exit(128 + number)
-os._exit(os.WEXITSTATUS(status))
+        publish(record, "exit.json", {"code": result, "time": time.time()}, False)
+    except OSError:
+        pass  # the record is gone: the control plane removed it, nobody will read it
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        try:
+            signal.signal(number, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # SIGKILL cannot be caught: it is already the default
+        os.kill(os.getpid(), number)
+        os._exit(128 + number)
+    os._exit(os.WEXITSTATUS(status))
 """
+"""The supervisor's code: ``supervise(record, group, argv)`` becomes a pod's supervisor and never returns.
+Imports nothing of gpuq: it runs in ``python -I`` (:data:`SUPERVISOR`) or in the forkserver."""
+
+SUPERVISOR = (
+    SUPERVISE
+    + r"""
+if sys.argv[3]:  # the environment's own LC_CTYPE, as it was before Python's locale coercion
+    os.environ["LC_CTYPE"] = sys.argv[3][1:]
+else:
+    os.environ.pop("LC_CTYPE", None)
+supervise(sys.argv[1], sys.argv[2], sys.argv[4:])
+"""
+)
 """The supervisor run as ``python -I -c SUPERVISOR record group locale argv...``: the server's own
 interpreter, no import of gpuq. ``group`` is the cgroup directory its command joins, or empty;
 ``locale`` is ``=`` and the original ``LC_CTYPE``, or empty where it was unset."""

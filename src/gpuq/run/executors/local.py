@@ -1,7 +1,11 @@
 """Pods as local processes: the executor behind ``gpuq serve`` on one machine.
 
-Each pod runs in its own session (``start_new_session=True``) under a supervisor
-(:data:`~gpuq.run.proctrack.SUPERVISOR`), its first process, whose pid is the pod's.
+Each pod runs in its own session under a supervisor (:data:`~gpuq.run.proctrack.SUPERVISE`), its
+first process, whose pid is the pod's. Supervisors are forked by the executor's forkserver
+(:mod:`gpuq.run.forkserver`: one interpreter, not one per pod), which reports their ends through a
+pipe that ``poll`` reads without blocking; where it cannot run, each is a ``python -I`` of its own
+(``start_new_session=True``). A forkserver that dies leaves its pods running: they are watched through
+their records as adopted ones are, and the next start starts a new forkserver.
 As in Kubernetes, where a container ends when its first process does, whatever is
 left of a pod when its command exits is killed: a pod leaves no stragglers holding
 GPUs. "Whatever is left" is every process of the pod, not only its group: a tracker
@@ -40,6 +44,7 @@ adds a thread per pod and races with reaping for no gain at that scale.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import shlex
@@ -56,11 +61,13 @@ from pathlib import Path
 from typing import Any
 
 from gpuq.run.executors.base import ExecutorError, PodExit, PodLaunch, PodProbe
+from gpuq.run.forkserver import Forkserver, ForkserverError, current_umask
 from gpuq.run.gpus import device_env
 from gpuq.run.podrecords import Intent, Owner, PodRecords
 from gpuq.run.proctrack import (
     Identity,
     Tracker,
+    boot_id,
     children,
     descendants,
     identity,
@@ -79,6 +86,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _POD_UMASK = 0o022
 _SWEEP_WAIT_S = 5.0  # for a dead server's pods to die at recovery (only a process stuck in the kernel lasts)
 _LIVE: set[str] = set()  # ids of this process's executors not closed yet (their pods are never swept)
+_FORKSERVER_RETRY_S = 30.0  # after a forkserver failed to start, pods get an interpreter each for this long
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -89,7 +98,7 @@ class _Pod:
 
     key: str
     pid: int  # the supervisor's
-    process: subprocess.Popen[bytes] | None  # None: adopted from an earlier executor
+    process: subprocess.Popen[bytes] | None  # None: adopted, or forked by a forkserver
     log_path: Path
     record: Path
     token: str  # names this start in its record
@@ -99,6 +108,7 @@ class _Pod:
     code: int | None = None  # the supervisor's exit code, once it has exited
     exited_at: float | None = None  # when an adopted pod's supervisor recorded the exit
     sent: set[int] = field(default_factory=set)  # signals this executor sent
+    server: Forkserver | None = None  # the forkserver that forked it and reports its status (leader set)
 
 
 class LocalExecutor:
@@ -107,9 +117,19 @@ class LocalExecutor:
     ``clock`` gives the epoch seconds written into ``PodExit.time`` and log lines.
     ``isolation``: how pods are isolated (None: not at all, they run as the caller).
     ``tracking``: ``"auto"`` (a cgroup per pod where possible, else the process tree),
-    ``"cgroup"`` or ``"tree"``.
-    Safe to share between the loop thread (start/poll/terminate) and API threads
-    (``running``): every access to the pod table holds one lock.
+    ``"cgroup"`` or ``"tree"``. ``forkserver``: fork supervisors from a forkserver
+    (:mod:`gpuq.run.forkserver`): True starts it at the first start; None (the default) at the
+    second, since it only pays off for an executor that runs more than one pod (a Ray actor runs
+    one, whose supervisor stays the actor's child); False, or while one cannot start, every pod's
+    supervisor is a fresh interpreter (:func:`~gpuq.run.proctrack.supervisor_argv`).
+
+    Thread safety: every method may be called from any thread. The pod table is guarded by one
+    lock, held only for bookkeeping: ``start`` prepares and spawns a pod without it (several
+    threads start pods at once, the forkserver's socket serializing only the fork itself), so
+    ``poll``, ``terminate`` and ``running`` never wait for a spawn. A key is reserved before its
+    spawn: a second ``start`` of it, concurrent or later, is refused until ``poll`` returned its
+    exit. ``running`` lists pods once their ``start`` returned; ``close`` waits for the starts in
+    progress and stops their pods too.
     """
 
     def __init__(
@@ -119,13 +139,24 @@ class LocalExecutor:
         clock: Callable[[], float] = time.time,
         isolation: Isolation | None = None,
         tracking: str = "auto",
+        forkserver: bool | None = None,
     ) -> None:
         self._workdir = Path(workdir)
         self._clock = clock
         self._isolation = isolation
         self._tracker: Tracker = make_tracker(self._workdir, prefer=tracking)
         self._lock = threading.RLock()
+        self._idle = threading.Condition(self._lock)  # notified when a start in progress ends
         self._pods: dict[str, _Pod] = {}
+        self._starting: set[str] = set()  # keys being started (reserved; not in _pods yet)
+        self._watch: set[str] = set()  # pods each poll looks at (see _needs_watch)
+        self._due: set[str] = set()  # forkserver pods whose supervisor's status arrived
+        self._use_forkserver = forkserver
+        self._spawn_lock = threading.Lock()  # starting (or restarting) the forkserver
+        self._server: Forkserver | None = None  # the one new pods are forked from
+        self._servers: list[Forkserver] = []  # those whose event pipes are still read
+        self._server_retry_at = 0.0
+        self._first_start = True  # forkserver None: the first pod gets an interpreter of its own
         self._exits: list[tuple[PodExit, Path, str]] = []  # with the record (and its token) to remove
         self._handed: list[tuple[Path, str]] = []  # records of the exits the last poll returned
         self._records = PodRecords(self._workdir)
@@ -140,6 +171,13 @@ class LocalExecutor:
     def tracking(self) -> str:
         """How the executor holds each pod's processes: ``cgroup`` or ``process tree``."""
         return self._tracker.name
+
+    @property
+    def forkserver_pid(self) -> int | None:
+        """The pid of the forkserver new pods are forked from; None before the first start, once it died
+        (until the next start) and when pods get an interpreter each."""
+        server = self._server
+        return server.pid if server is not None and server.alive and server.running() else None
 
     # --- the Executor port ----------------------------------------------------------------------
 
@@ -159,21 +197,40 @@ class LocalExecutor:
                 self._sweep(everything=False)
             if pod.key in self._pods:
                 raise ExecutorError(f"{pod.key}: already running (pid {self._pods[pod.key].pid})")
+            if pod.key in self._starting:
+                raise ExecutorError(f"{pod.key}: already running (being started)")
             if not argv or not argv[0]:
                 raise ExecutorError(f"{pod.key}: no command to run (command and args are empty)")
-            user = self._user(pod)
-            home = self._own_dir(pod, user)
-            writable = [home, *self._writable_dirs(pod, user)]
-            cwd = self._working_dir(pod, home, writable)
-            if cwd not in writable:
-                writable.append(cwd)
-            env = self._environment(pod, home)
-            self._check_executable(pod.key, argv[0], cwd, env["PATH"], user, writable)
-            log_path = Path(pod.log_path)
-            process, record, token = self._spawn(pod, argv, env, cwd, log_path, user, writable)
-            sandboxed = self._isolation is not None and self._isolation.bwrap is not None
-            self._pods[pod.key] = _Pod(pod.key, process.pid, process, log_path, record, token, sandboxed)
-            return process.pid
+            self._starting.add(pod.key)
+        try:
+            started = self._start(pod, argv)
+            with self._lock:
+                self._pods[pod.key] = started
+                self._tracker.started(pod.key, started.pid)
+                if started.server is not None:
+                    started.server.pods[started.pid] = pod.key
+                    if started.pid in started.server.exited or not started.server.alive:
+                        self._due.add(pod.key)
+                else:
+                    self._watch.add(pod.key)
+            return started.pid
+        finally:
+            with self._lock:
+                self._starting.discard(pod.key)
+                self._idle.notify_all()
+
+    def _start(self, pod: PodLaunch, argv: list[str]) -> _Pod:
+        """Everything of ``start`` but the bookkeeping: run without the lock, the key reserved."""
+        user = self._user(pod)
+        home = self._own_dir(pod, user)
+        writable = [home, *self._writable_dirs(pod, user)]
+        cwd = self._working_dir(pod, home, writable)
+        if cwd not in writable:
+            writable.append(cwd)
+        env = self._environment(pod, home)
+        self._check_executable(pod.key, argv[0], cwd, env["PATH"], user, writable)
+        log_path = Path(pod.log_path)
+        return self._spawn(pod, argv, env, cwd, log_path, user, writable)
 
     def poll(self) -> list[PodExit]:
         """Exits since the last poll, in the order they were detected; enforces due SIGKILL deadlines.
@@ -210,6 +267,7 @@ class LocalExecutor:
                 self._signal(pod, signal.SIGTERM)
             deadline = time.monotonic() + max(grace_s, 0.0)
             pod.kill_at = deadline if pod.kill_at is None else min(pod.kill_at, deadline)
+            self._watch.add(key)
 
     def running(self) -> set[str]:
         """Keys started and not yet reported by ``poll`` (a pod leaves this set when its exit is returned)."""
@@ -226,6 +284,8 @@ class LocalExecutor:
         """
         with self._lock:
             self._closed = True
+            while self._starting:  # their pods are stopped with the others
+                self._idle.wait()
             for pod in list(self._pods.values()):
                 self._taken_elsewhere(pod)
             self._scan()
@@ -260,6 +320,11 @@ class LocalExecutor:
                 if exit_.key not in natural:
                     self._records.remove(record, token, self._id)
             self._tracker.close()
+            with self._spawn_lock:
+                for server in {*self._servers, *([self._server] if self._server else [])}:
+                    server.release()
+                self._servers.clear()
+                self._server = None
             _LIVE.discard(self._id)
 
     # --- recovery (the RecoveringExecutor port) -------------------------------------------------------
@@ -312,6 +377,7 @@ class LocalExecutor:
                 self._pods[key] = _Pod(
                     key, leader.pid, None, log_path, directory, intent.token, intent.sandboxed, leader
                 )
+                self._watch.add(key)
                 return found
             if intent.group is not None:
                 remove_group(intent.group)
@@ -341,6 +407,8 @@ class LocalExecutor:
                     continue
                 intent = self._records.intent(directory)
                 if intent is not None:
+                    if intent.key in self._starting:  # being started by another thread: its record
+                        continue
                     held = self._pods.get(intent.key)
                     if held is not None and held.record == directory:
                         continue
@@ -377,9 +445,18 @@ class LocalExecutor:
             return False
         if intent.owner.executor == self._id:
             return False
+        self._forget(pod)
+        return True
+
+    def _forget(self, pod: _Pod) -> None:
+        """Drop the pod from the table, the tracker and its forkserver's bookkeeping."""
         self._pods.pop(pod.key, None)
         self._tracker.release(pod.key)
-        return True
+        self._watch.discard(pod.key)
+        self._due.discard(pod.key)
+        if pod.server is not None:
+            pod.server.pods.pop(pod.pid, None)
+            pod.server.exited.pop(pod.pid, None)
 
     def _owned_elsewhere(self, intent: Intent) -> bool:
         """Whether the pod belongs to an executor that still runs (and so will stop it itself)."""
@@ -393,23 +470,70 @@ class LocalExecutor:
     # --- steps ------------------------------------------------------------------------------------
 
     def _scan(self) -> None:
-        """Enforce due SIGKILL deadlines and move the pods that are entirely gone to the pending exits."""
+        """Enforce due SIGKILL deadlines and move the pods that are entirely gone to the pending exits.
+
+        Looks only at the pods whose forkserver reported their supervisor's end and at those it cannot
+        hear about (started by ``Popen``, adopted, terminating, exited but not yet empty, or orphaned
+        by a dead forkserver), not at every running pod.
+        """
+        self._pump()
+        due, self._due = self._due, set()
         now = time.monotonic()
-        for pod in list(self._pods.values()):
+        for key in [*due, *(self._watch - due)]:
+            pod = self._pods.get(key)
+            if pod is None:
+                self._watch.discard(key)
+                continue
             if pod.code is None and pod.kill_at is not None and now >= pod.kill_at:
                 self._kill(pod)
+            ended = False
             if pod.code is None:
                 pod.code = self._leader_code(pod)
-                if pod.code is not None:
+                ended = pod.code is not None
+            if pod.code is not None:
+                if self._tracker.empty(pod.key):
+                    self._record_exit(pod, pod.code)
+                    continue
+                if ended:
                     self._tracker.kill(pod.key)  # what the supervisor missed (it kills its own)
-            if pod.code is not None and self._tracker.empty(pod.key):
-                self._record_exit(pod, pod.code)
+            if self._needs_watch(pod):
+                self._watch.add(key)
+            else:
+                self._watch.discard(key)
+
+    def _needs_watch(self, pod: _Pod) -> bool:
+        """Whether each poll must look at the pod: nothing will tell this executor about it otherwise."""
+        if pod.kill_at is not None or pod.code is not None or pod.process is not None:
+            return True
+        return pod.server is None or not pod.server.alive
+
+    def _pump(self) -> None:
+        """Read what the forkservers reported (without blocking); a dead one's pods are watched from now."""
+        for server in list(self._servers):
+            for pid, status in server.statuses():
+                server.exited[pid] = status
+                key = server.pods.get(pid)
+                if key is not None:
+                    self._due.add(key)
+            if not server.alive:
+                self._servers.remove(server)
+                self._due.update(server.pods.values())
 
     def _leader_code(self, pod: _Pod) -> int | None:
-        """The supervisor's status once it has exited: reaped when this executor started it, else the
-        exit it recorded (SIGKILL where it recorded none: it was killed itself)."""
+        """The supervisor's status once it has exited: reaped when this executor started it, reported by
+        the forkserver that forked it, else (adopted, or its forkserver died) the exit it recorded (SIGKILL
+        where it recorded none: it was killed itself)."""
         if pod.process is not None:
             return _reap(pod.process)
+        if pod.server is not None:
+            status = pod.server.exited.get(pod.pid)
+            if status is None and pod.server.alive:
+                self._pump()
+                status = pod.server.exited.get(pod.pid)
+            if status is not None:
+                return os.waitstatus_to_exitcode(status)
+            if pod.server.alive:
+                return None
         if pod.leader is not None and pod.leader.alive():
             return None
         exited = self._records.exited(pod.record)
@@ -608,14 +732,15 @@ class LocalExecutor:
         log_path: Path,
         user: PodUser | None,
         writable: list[Path],
-    ) -> tuple[subprocess.Popen[bytes], Path, str]:
+    ) -> _Pod:
         """Record the pod's intent, open the log (header line first), start the pod's supervisor with its
-        cgroup, user and sandbox, close the parent's copy of the log. Also its record and start token."""
+        cgroup, user and sandbox (forked by the forkserver, else a fresh interpreter), close the parent's
+        copy of the log."""
         header = f"--- {self._stamp()} start {pod.key}: {shlex.join(argv)}"
         header += f" (image {pod.image})" if pod.image else ""
         header += f" as {user.describe()}" if user is not None else ""
         command, start_env, stdin_data = list(argv), env, None
-        options: dict[str, Any] = {}
+        umask: int | None = None
         isolation = self._isolation
         if isolation is not None:
             try:
@@ -623,15 +748,16 @@ class LocalExecutor:
             except IsolationError as error:
                 raise ExecutorError(f"{pod.key}: {error}") from error
             command, start_env, stdin_data = wrapped.argv, wrapped.env, wrapped.stdin
-            options["umask"] = _POD_UMASK
-        group = self._tracker.prepare(pod.key)
+            umask = _POD_UMASK
+        with self._lock:
+            group = self._tracker.prepare(pod.key)
         sandboxed = isolation is not None and isolation.bwrap is not None
         token = uuid.uuid4().hex
         intent = Intent(pod.key, pod.attempt, token, group, self._owner, str(log_path), sandboxed)
         try:  # record first: whatever starts from here on, the next leader finds it
             record = self._records.create(intent)
         except OSError as error:
-            self._tracker.release(pod.key)
+            self._release(pod.key)
             raise ExecutorError(
                 f"{pod.key}: cannot record the pod in {self._records.root}: {error}"
             ) from error
@@ -639,40 +765,114 @@ class LocalExecutor:
             log = _open_log(log_path)
             stdin = _memory_file(stdin_data) if stdin_data is not None else subprocess.DEVNULL
         except OSError as error:
-            self._tracker.release(pod.key)
+            self._release(pod.key)
             self._records.remove(record)
             raise ExecutorError(f"{pod.key}: cannot open log {log_path}: {error}") from error
+        made = _Pod(pod.key, 0, None, log_path, record, token, sandboxed)
         with log:
             log.write((header + "\n").encode())
             log.flush()
             try:
-                process = subprocess.Popen(
-                    [*supervisor_argv(record, group, start_env.get("LC_CTYPE")), *command],
-                    env=start_env,
-                    cwd=cwd,
-                    stdin=stdin,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    **options,
-                )
+                server = self._forkserver()
+                if server is not None:
+                    self._fork(made, server, command, start_env, cwd, umask, group, log.fileno(), stdin)
+                else:
+                    made.process = subprocess.Popen(
+                        [*supervisor_argv(record, group, start_env.get("LC_CTYPE")), *command],
+                        env=start_env,
+                        cwd=cwd,
+                        stdin=stdin,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                        umask=-1 if umask is None else umask,  # -1: the server's
+                    )
+                    made.pid = made.process.pid
             except OSError as error:
-                self._tracker.release(pod.key)
+                self._release(pod.key)
                 self._records.remove(record)
                 raise ExecutorError(f"{pod.key}: cannot start {argv[0]!r}: {error}") from error
             finally:
                 if stdin != subprocess.DEVNULL:
                     os.close(stdin)
-        self._tracker.started(pod.key, process.pid)
-        return process, record, token
+        return made
+
+    def _fork(
+        self,
+        made: _Pod,
+        server: Forkserver,
+        command: list[str],
+        env: dict[str, str],
+        cwd: Path,
+        umask: int | None,
+        group: Path | None,
+        log: int,
+        stdin: int,
+    ) -> None:
+        """Have ``server`` fork the pod's supervisor; ``made`` gets its pid and identity. A forkserver that
+        dies meanwhile may have started it: its record says (held as an orphan then); if it has not, the
+        record is abandoned, so that nothing runs from it, and the start fails (OSError)."""
+        try:
+            pid, start = server.spawn(
+                argv=command,
+                env=env,
+                cwd=os.path.abspath(cwd),
+                umask=current_umask() if umask is None else umask,
+                record=os.path.abspath(made.record),
+                group=str(group) if group is not None else "",
+                log=log,
+                stdin=None if stdin == subprocess.DEVNULL else stdin,
+            )
+        except ForkserverError as error:
+            leader = self._records.leader(made.record)
+            if leader is None and self._records.abandon(made.record):
+                raise ForkserverError(f"the forkserver died while starting it ({error})") from error
+            leader = self._records.leader(made.record)
+            if not isinstance(leader, Identity):
+                raise
+            made.pid, made.leader = leader.pid, leader  # watched as an adopted pod is
+            return
+        made.pid, made.leader, made.server = pid, Identity(pid, start, boot_id()), server
+
+    def _forkserver(self) -> Forkserver | None:
+        """The forkserver new pods are forked from, started (again) when there is none or it died; None
+        (a fresh interpreter for this pod) when disabled, for the default's first pod, or when it cannot
+        start (tried again a while later)."""
+        if self._use_forkserver is False:
+            return None
+        with self._spawn_lock:
+            if self._use_forkserver is None and self._first_start:
+                self._first_start = False
+                return None
+            server = self._server
+            if server is not None and server.alive and server.running():
+                return server
+            if server is not None:
+                server.close()  # dead: its pods are watched through their records once its pipe ends
+                self._server = None
+            if self._closed or time.monotonic() < self._server_retry_at:
+                return None
+            try:
+                server = Forkserver()
+            except ForkserverError as error:
+                log.warning("pods start without a forkserver for a while: %s", error)
+                self._server_retry_at = time.monotonic() + _FORKSERVER_RETRY_S
+                return None
+            self._server = server
+            with self._lock:
+                self._servers.append(server)
+            return server
+
+    def _release(self, key: str) -> None:
+        with self._lock:
+            self._tracker.release(key)
 
     def _record_exit(self, pod: _Pod, code: int | None) -> None:
         """Forget a finished pod, queue its ``PodExit`` and note the exit in its log."""
         exit_code = code if code is not None else -signal.SIGKILL
         if pod.sandboxed and exit_code > 128 and exit_code - 128 in pod.sent:
             exit_code = -(exit_code - 128)  # bwrap's 128 + N for a signal this executor sent: as unsandboxed
-        self._pods.pop(pod.key, None)
-        self._tracker.release(pod.key)
+        self._forget(pod)
         at = pod.exited_at if pod.exited_at is not None else self._clock()
         self._exits.append((PodExit(pod.key, exit_code, at), pod.record, pod.token))
         with contextlib.suppress(OSError), pod.log_path.open("a") as log:
