@@ -24,6 +24,8 @@ WRITE_OPTION = "gpuq_write"
 """Execution option marking a connection whose transaction will write (``BEGIN IMMEDIATE`` on SQLite)."""
 
 BUSY_TIMEOUT_MS = 5000
+POOL_SIZE = 16
+"""Connections a store keeps open (and as many more it may open under load, closed after use)."""
 
 SQLITE_PRAGMAS = (
     "PRAGMA journal_mode=WAL",
@@ -63,6 +65,8 @@ def make_engine(url: URL, *, pooled: bool = True) -> Engine:
     kwargs: dict[str, Any] = {"pool_pre_ping": url.get_backend_name() == "postgresql"}
     if not pooled:
         kwargs["poolclass"] = NullPool
+    else:  # the API's threads, the loop, its start threads: enough that none opens and closes its own
+        kwargs |= {"pool_size": POOL_SIZE, "max_overflow": POOL_SIZE}
     if url.get_backend_name() == "sqlite":
         _private_database_file(url)
     engine = create_engine(url, **kwargs)

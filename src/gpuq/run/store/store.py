@@ -540,12 +540,14 @@ class Store(StoreBase):
             )
 
     def user_for_token(self, token: str) -> UserRecord | None:
-        """The user whose token this is, or None."""
-        with self.transaction() as session:
-            row = session.scalars(
-                select(UserRow).where(UserRow.token_hash == token_hash(token))
+        """The user whose token this is, or None (every API request asks: a plain indexed read)."""
+        with self.reading() as connection:
+            row = connection.execute(
+                select(UserRow.name, UserRow.roles, UserRow.namespaces).where(
+                    UserRow.token_hash == token_hash(token)
+                )
             ).one_or_none()
-            return None if row is None else convert.user_record(row)
+            return None if row is None else UserRecord(row.name, tuple(row.roles), tuple(row.namespaces))
 
     def delete_user(self, name: str, *, keep_role: str | None = None) -> bool:
         """Delete a user: its token stops working at once. False (and no write) when there was none.
