@@ -17,7 +17,7 @@ from typing import cast
 import pytest
 
 from gpuq.run.loop import ControlLoop
-from gpuq.run.store import LeaderElector, Store
+from gpuq.run.store import LeaderElector, LeaseLost, Store
 from gpuq.server.runner import LoopRunner
 
 THAW = threading.Event()
@@ -118,3 +118,45 @@ def test_a_leader_frozen_mid_step_writes_nothing_after_a_takeover_and_steps_down
         THAW.set()
         runner.stop()
         other.close()
+
+
+class OnceFencedLoop:
+    """Its first step finds the lease lapsed (as a step that outlived it does); later steps pass."""
+
+    fenced = 0
+
+    def __init__(self) -> None:
+        self.config_problem, self.scheduler, self.services = "", None, None
+
+    busy = backlog = False
+
+    def wake_with(self, callback: object) -> None:
+        pass
+
+    def step(self) -> None:
+        if OnceFencedLoop.fenced == 0:
+            OnceFencedLoop.fenced += 1
+            raise LeaseLost("lease 'gpuq-leader' expired 0.0s ago; nothing was written")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_sole_replica_fenced_off_leads_again_under_a_new_token(store: Store) -> None:
+    """Nobody took the lapsed lease: the replica that stepped down must not keep renewing the tenure it
+    left (it would never lead under it again, and nobody else could take it)."""
+    url = store.url.render_as_string(hide_password=False)
+    OnceFencedLoop.fenced = 0
+    runner = LoopRunner(
+        url, "solo", lambda _s: cast(ControlLoop, OnceFencedLoop()), lease_s=1.0, interval_s=0.02
+    )
+    runner.start()
+    try:
+        wait_for(lambda: OnceFencedLoop.fenced == 1, 10, "the fenced step")
+        wait_for(
+            lambda: runner.status()["leader"] and (runner.status()["fencingToken"] or 0) >= 2,
+            10,
+            "a new tenure",
+        )
+    finally:
+        runner.stop()

@@ -302,8 +302,16 @@ class LoopRunner:
                 _log.exception("could not release the leader lease")
 
     def _campaign(self, elector: LeaderElector) -> bool:
+        """Acquire or renew. A tenure the loop stepped down from (a fenced write found it lapsed) is
+        never renewed: the lease is released and acquired again, as a new tenure with a new token, or
+        left to whoever takes it first. Renewing it would keep a lease this replica no longer leads
+        under, and no replica would lead."""
         try:
-            return elector.try_acquire()
+            leading = elector.try_acquire()
+            if leading and elector.token <= self._fenced_token:
+                elector.release()
+                leading = elector.try_acquire()
+            return leading and elector.token > self._fenced_token
         except Exception as error:
             self._error(f"leader election failed: {error}")
             return False
