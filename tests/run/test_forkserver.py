@@ -414,3 +414,26 @@ def test_poll_running_and_terminate_do_not_wait_for_a_start_in_progress(
         assert not alive(other)
     finally:
         os.close(reader)
+
+
+@pytest.mark.parametrize("use_forkserver", PATHS)
+@pytest.mark.parametrize("tracking", TRACKING)
+def test_a_stop_sent_as_the_pod_starts_is_never_lost(
+    tmp_path: Path, use_forkserver: bool, tracking: str
+) -> None:
+    """SIGTERM at once after ``start`` returns (a preemption in the step that admitted it): the command
+    never runs to its end, whether the signal found it running, not yet in its cgroup, or not yet forked."""
+    running = LocalExecutor(tmp_path / "work", tracking=tracking, forkserver=use_forkserver)
+    try:
+        markers = [tmp_path / f"done-{i}" for i in range(5)]
+        for i, marker in enumerate(markers):
+            running.start(
+                launch(tmp_path, ["/bin/sh", "-c", f"sleep 3; touch {marker}"], key=f"team-a/j{i}/main-0")
+            )
+            running.terminate(f"team-a/j{i}/main-0", 10.0)
+        exits = wait_for_exits(running, len(markers))
+        assert all(e.exit_code != 0 for e in exits), exits
+        time.sleep(3.5)
+        assert not any(m.exists() for m in markers)
+    finally:
+        running.close(grace_s=0.2)

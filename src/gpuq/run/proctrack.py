@@ -594,13 +594,19 @@ def supervise(record, group, argv):
                 os.kill(main, signum)
             except ProcessLookupError:
                 pass
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    # A stop sent before the command exists must not be lost: the signals stay blocked across the
+    # fork; the child unblocks them once their default action is back (a pending one ends it before
+    # it runs anything), the parent once it knows whom to forward them to.
+    stops = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    for signum in stops:
         signal.signal(signum, forward)
     main = os.fork()
     if main == 0:
         try:
-            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            for signum in stops:
                 signal.signal(signum, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
             if group:
                 if not os.path.isdir(group):  # removed as empty by a server that restarted meanwhile
                     os.makedirs(group, exist_ok=True)
@@ -610,6 +616,7 @@ def supervise(record, group, argv):
         except OSError as error:
             os.write(2, f"gpuq: cannot run {argv[0]!r}: {error}\n".encode())
         os._exit(127)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
     # Reap until no child is left. A subreaper's descendants are its children or below a living child,
     # so once the command has exited and no child is left, nothing of the tree is: the /proc walk of
     # kill_rest is needed only when orphans remain.

@@ -549,8 +549,10 @@ class LocalExecutor:
         pod.sent.add(sig)
         spared = {pod.pid} | (children(pod.pid) if pod.sandboxed else set())
         pids = self._tracker.pids(pod.key) - spared
-        if not pids and not pod.sandboxed and self._leader_code(pod) is None:
-            pids = {pod.pid}  # nothing in its cgroup yet: the supervisor forwards it to the command
+        if not pids and self._leader_code(pod) is None:
+            # Nothing of the command runs yet: the supervisor forwards the signal to it as soon as it
+            # exists (sandboxed, to bwrap, whose end takes the not yet started pod with it).
+            pids = {pod.pid}
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
