@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, tuple_
 
 from gpuq.api import convert, kueue
 from gpuq.api.sources import to_workload
@@ -186,30 +186,50 @@ def _records(store: Store, ids: list[int]) -> list[WorkloadRecord]:
 
 # -- history ---------------------------------------------------------------------------------------------
 
+HISTORY_PAGE = 2000
+"""Finished workloads one read of the history holds at once."""
+
 
 class History:
     """Succeeded workloads as :class:`Finished` runs, each read once: every read asks only for rows
-    changed after the newest version seen (the store commits versions in order)."""
+    changed after the newest version seen (the store commits versions in order, and a finished
+    workload's row is not changed again), a page of :data:`HISTORY_PAGE` rows at a time and only the
+    columns a run needs, so that neither the first read of a long history nor what is kept grows
+    with the number of finished workloads (the estimator keeps a bounded window per profile)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.version = 0
-        self._counted: set[int] = set()
+        self._last_id = 0  # with ``version``: the position read up to, (version, id) ordered
 
     def read_new(self) -> list[Finished]:
-        query = (
-            select(WorkloadRow)
-            .where(WorkloadRow.state == "Succeeded", WorkloadRow.resource_version > self.version)
-            .order_by(WorkloadRow.resource_version)
-        )
-        with self.store.transaction() as session:
-            records = [workload_record(row) for row in session.scalars(query)]
         runs: list[Finished] = []
-        for record in records:
-            self.version = max(self.version, record.resource_version)
-            if record.id in self._counted or record.started_at is None or record.finished_at is None:
-                continue
-            self._counted.add(record.id)
-            profile = manifest_profile(record.namespace, record.queue_name, record.manifest).profile
-            runs.append(Finished(profile, max(record.finished_at - record.started_at, 0.0)))
-        return runs
+        while True:
+            query = (
+                select(
+                    WorkloadRow.id,
+                    WorkloadRow.resource_version,
+                    WorkloadRow.namespace,
+                    WorkloadRow.queue_name,
+                    WorkloadRow.manifest,
+                    WorkloadRow.started_at,
+                    WorkloadRow.finished_at,
+                )
+                .where(
+                    WorkloadRow.state == "Succeeded",
+                    tuple_(WorkloadRow.resource_version, WorkloadRow.id)
+                    > tuple_(self.version, self._last_id),
+                )
+                .order_by(WorkloadRow.resource_version, WorkloadRow.id)
+                .limit(HISTORY_PAGE)
+            )
+            with self.store.reading() as connection:
+                rows = list(connection.execute(query))
+            for row in rows:
+                self.version, self._last_id = row.resource_version, row.id
+                if row.started_at is None or row.finished_at is None:
+                    continue
+                profile = manifest_profile(row.namespace, row.queue_name, row.manifest).profile
+                runs.append(Finished(profile, max(row.finished_at - row.started_at, 0.0)))
+            if len(rows) < HISTORY_PAGE:
+                return runs
