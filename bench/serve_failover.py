@@ -700,7 +700,23 @@ def scenario(
     submitted = time.time()
     log(f"submissions done in {submitted - started:.1f}s: {dict(out.actions)}, retries {dict(out.retries)}")
     # (b) mid-run
-    wait("pods running", lambda: view.running_pods("job-%") > 0, args.timeout, view, 0.05)
+    wait(
+        "pods running (or every job ended)",
+        lambda: view.running_pods("job-%") > 0 or sum(view.states()[s] for s in ENDED) >= len(out.accepted),
+        args.timeout,
+        view,
+        0.05,
+    )
+    if not view.running_pods("job-%"):  # the server kept up: every job ended with the submissions
+        running = [
+            pod_job(shared, "team-low", f"job-run-{i:02d}", max(3.0, args.job_seconds), 0) for i in range(8)
+        ]
+        log("every job ended with the submissions: 8 longer jobs for the mid-run kill")
+        for thread in submit_in_threads(
+            cluster, {"team-low": tokens["team-low"][:1]}, running, out, args.request_timeout
+        ):
+            thread.join()
+        wait("pods running", lambda: view.running_pods("job-%") > 0, args.timeout, view, 0.05)
     kills[1].trigger = f"{view.running_pods('job-%')} pods running, workloads {dict(view.states())}"
     watchers.append(kill_leader(cluster, kills[1], args.timeout, view))
 
