@@ -64,7 +64,7 @@ from gpuq.core.model import Admission, ClusterConfig, Workload
 from gpuq.core.nodes import Node
 from gpuq.core.placement.engine import Placer, PodBinding
 from gpuq.run.devices import DeviceAllocator
-from gpuq.run.executors.base import Executor, ExecutorError, PodProbe, RecoveringExecutor
+from gpuq.run.executors.base import Executor, ExecutorError, NodeWatcher, PodProbe, RecoveringExecutor
 from gpuq.run.gpus import GPUDevice
 from gpuq.run.jobs import JobRun, job_run
 from gpuq.run.pods import PodState, Tracked, kill_leftover, pod_key, pod_launch, pod_record
@@ -184,6 +184,7 @@ class ControlLoop:
             self._intake(now)
             self._seen_version = version
         self._reap(now)
+        self._node_changes(now)
         self._fire_timers(now)
         self.life.settle(now)
 
@@ -718,6 +719,22 @@ class ControlLoop:
             if exit_.exit_code == 0:
                 pod.succeeded = True
             self.life.handle(ev.PodExited(tracked.key, pod.name, exit_.exit_code, now))
+
+    def _node_changes(self, now: float) -> None:
+        """Nodes the executor saw die or join (Ray) become the lifecycle's ``NodeLost`` (every workload
+        with a pod there is evicted and requeued; placement keeps off the node) and ``NodesAdded``
+        (a node that came back). A node this loop was not given is left for the next loop to place on."""
+        assert self.life is not None
+        if not isinstance(self.executor, NodeWatcher):
+            return
+        changes = self.executor.node_changes()
+        known = {node.name for node in self.nodes}
+        for name, reason in changes.lost:
+            if name in known:
+                self.life.handle(ev.NodeLost(name, reason, now))
+        added = tuple(name for name in changes.added if name in known)
+        if added:
+            self.life.handle(ev.NodesAdded(added, now))
 
     def _fire_timers(self, now: float) -> None:
         assert self.life is not None

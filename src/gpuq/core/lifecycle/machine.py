@@ -462,11 +462,17 @@ class Lifecycle:
 
     def _on_node_lost(self, event: ev.NodeLost) -> None:
         """Evict every workload with a pod on the node; releasing one may bind a waiting one there, so
-        repeat until the node holds nothing, then take it out of service."""
+        repeat until the node holds nothing but workloads already stopping (live, they hold it until
+        their pods are gone), then take it out of service."""
         reason = event.reason or f"NodeFailures: node {event.node} was removed"
-        while holders := self.scheduler.holders_of(event.node):
-            for key in holders:
-                self._evict(self.lives[key], "NodeFailures", reason, event.at)
+
+        def holders() -> list[Life]:
+            lives = (self.lives.get(key) for key in self.scheduler.holders_of(event.node))
+            return [life for life in lives if life is not None and not life.evicting]
+
+        while stopping := holders():
+            for life in stopping:
+                self._evict(life, "NodeFailures", reason, event.at)
         self.hooks.effect(NodeDown(event.node, event.at))
         self.scheduler.set_node_down(event.node, True)
         self._dirty = True
