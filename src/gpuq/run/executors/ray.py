@@ -106,6 +106,7 @@ from gpuq.run.executors.base import ExecutorError, NodeChanges, PodExit, PodLaun
 from gpuq.run.executors.local import LocalExecutor
 from gpuq.run.executors.ray_nodes import NODE_LABEL, RayNode, gpuq_nodes, ray_nodes
 from gpuq.run.gpus import device_env
+from gpuq.run.proctrack import boot_id
 
 DEFAULT_START_TIMEOUT_S = 5.0  # a worker starts in about a second; longer means no node has room
 _POLL_WAIT_S = 0.01  # how long one poll waits for answers already on their way
@@ -161,13 +162,14 @@ class PodRunner:
         self._key: str | None = None
         self._exit_code: int | None = None
 
-    def placement(self) -> tuple[str, list[str]]:
-        """Where Ray put this actor: its node id and the GPU ids Ray assigned to it."""
-        return ray.get_runtime_context().get_node_id(), [str(gpu) for gpu in ray.get_gpu_ids()]
+    def placement(self) -> tuple[str, list[str], str]:
+        """Where Ray put this actor: its node id, the GPU ids Ray assigned to it, its host's boot id."""
+        gpus = [str(gpu) for gpu in ray.get_gpu_ids()]
+        return ray.get_runtime_context().get_node_id(), gpus, boot_id()
 
     def start(self, pod: PodLaunch, actor_name: str) -> int | str:
         """Note Ray's placement in the log, then start the pod: its pid, or why it could not start."""
-        node_id, gpu_ids = self.placement()
+        node_id, gpu_ids, _ = self.placement()
         _append_log(
             pod.log_path,
             f"ray actor {actor_name} on node {node_id[:12]}, Ray GPU ids [{', '.join(gpu_ids)}]; "
@@ -209,6 +211,7 @@ class _Pod:
     node_id: str
     log_path: Path
     polling: Any = None  # the ObjectRef of the PodRunner.poll in flight, if any
+    this_host: bool = False  # its node is on this machine (same boot id): its group can be killed here
 
 
 class RayExecutor:
@@ -478,7 +481,7 @@ class RayExecutor:
         """Create the actor, wait for Ray to place it (bounded), then start the pod in it."""
         actor = self._actor_class.options(**options).remote(str(self._workdir))
         try:
-            node_id, _ = ray.get(actor.placement.remote(), timeout=self._start_timeout_s)
+            node_id, _, boot = ray.get(actor.placement.remote(), timeout=self._start_timeout_s)
         except GetTimeoutError:
             _kill_actor(actor)  # still pending: Ray cancels the creation, nothing was spawned
             raise ExecutorError(
@@ -496,7 +499,8 @@ class RayExecutor:
         if isinstance(outcome, str):
             _kill_actor(actor)
             raise ExecutorError(outcome)
-        return _Pod(pod.key, actor, outcome, node_id, Path(pod.log_path))
+        here = node_id == self._node_id or (bool(boot) and boot == boot_id())
+        return _Pod(pod.key, actor, outcome, node_id, Path(pod.log_path), this_host=here)
 
     def _collect(self, pod: _Pod, ref: Any) -> None:
         """Take in one finished ``PodRunner.poll`` (or ``close``): an exit, nothing yet, or a dead actor."""
@@ -526,6 +530,9 @@ class RayExecutor:
             self._dying.setdefault(pod.node_id, "its actors died with it")
         if not self._watching:
             return False
+        if pod.this_host:  # another raylet of this machine: its pods' groups are reachable from here
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pod.pid, signal.SIGKILL)
         name = node.name if node is not None else pod.node_id[:12]
         why = f"{pod.key}: its Ray node {name} died; reported as killed"
         _append_log(str(pod.log_path), why, self._clock)
@@ -538,7 +545,7 @@ class RayExecutor:
 
     def _lose(self, pod: _Pod, why: str) -> None:
         """Step 4: report a pod whose actor is gone as killed, and kill its group where we can."""
-        if pod.node_id == self._node_id:
+        if pod.this_host:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pod.pid, signal.SIGKILL)
         _append_log(str(pod.log_path), f"{pod.key}: {why}; reported as killed", self._clock)
