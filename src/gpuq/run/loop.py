@@ -804,5 +804,6 @@ def _policy(run: JobRun, max_grace_s: float) -> JobPolicy:
         backoff_limit=run.backoff_limit,
         active_deadline_s=run.active_deadline_s,
         completion_pod_set=run.completion_pod_set,
+        retries=run.retries,
         grace_s={ps.name: min(ps.grace_s, max_grace_s) for ps in run.pod_sets},
     )

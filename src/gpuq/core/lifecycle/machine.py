@@ -106,6 +106,7 @@ class Life:
     policy: JobPolicy = field(default_factory=JobPolicy)
     token: int = 0  # bumped when quota is reserved or released: older timers are stale
     ready_timeouts: int = 0
+    retries: int = 0  # whole-workload re-runs so far (JobPolicy.retries); kept across evictions
     held: bool = False  # an admission check a controller carries out is not Ready yet
     bound: bool = False  # StartPods was emitted for the current admission
     pods: tuple[str, ...] = ()  # pod names of the current admission, in binding order
@@ -351,10 +352,20 @@ class Lifecycle:
         self._pod_failed(life, event.pod, f"pod {event.pod} exited with {event.exit_code}", event.at)
 
     def _completion_pod_exited(self, life: Life, event: ev.PodExited, pod_set: str) -> None:
-        """A pod of the completion pod set ended (a RayJob's submitter): a failure fails the workload,
-        the set's last success completes it."""
+        """A pod of the completion pod set ended (a RayJob's submitter): a failure re-runs the whole
+        workload while ``retries`` last (KubeRay: a new RayCluster per retry), then fails it; the
+        set's last success completes it."""
         if event.exit_code != 0:
             message = f"pod {event.pod} exited with {event.exit_code}"
+            limit = life.policy.retries
+            if life.retries < limit:
+                life.retries += 1
+                message += f"; retry {life.retries} of {limit}: every pod starts again"
+                self.hooks.effect(Noted(life.key, "Warning", "Retrying", message, event.at))
+                self._evict(life, "Retrying", message, event.at)
+                return
+            if limit:
+                message += f"; backoffLimit {limit} reached"
             self._end(life, S.FAILED, "pods", "JobFailed", message, event.at)
             return
         life.succeeded_pods.add(event.pod)
