@@ -29,6 +29,7 @@ import pytest
 import ray
 import yaml
 
+from gpuq.run.executors import ExecutorError, PodLaunch
 from gpuq.run.executors.ray import RayExecutor, _holding
 from gpuq.run.loop import ControlLoop
 from gpuq.run.store import Store
@@ -205,6 +206,37 @@ def test_each_ray_node_is_a_gpuq_node_with_its_gpus_and_labels(driver: RayExecut
     assert nodes[WORKER_IP].labels["zone"] == "b"  # the Ray node's label, for nodeSelector and topology
 
 
+REFUSED = [
+    pytest.param("nowhere", 1.0, r"node nowhere is not a node of the Ray cluster \(alive: ", id="unknown"),
+    pytest.param(WORKER_IP, 3.0, rf"node {WORKER_IP} has not 3 GPU in all \(it has ", id="too small a node"),
+]
+
+
+def bound_pod(tmp_path: Path, node: str, gpus: float) -> PodLaunch:
+    """A pod that placement bound to ``node``, asking Ray for ``gpus``."""
+    return PodLaunch(
+        key="team-a/bound/main-0",
+        command=[sys.executable, "-c", "pass"],
+        args=[],
+        env={},
+        working_dir=None,
+        image="python:3.11",
+        devices=(),
+        log_path=str(tmp_path / "bound.log"),
+        resources={"num_gpus": gpus},
+        node=node,
+    )
+
+
+@pytest.mark.parametrize(("node", "gpus", "words"), REFUSED)
+def test_a_pod_bound_to_a_node_ray_cannot_run_it_on_is_refused_naming_the_node(
+    driver: RayExecutor, tmp_path: Path, node: str, gpus: float, words: str
+) -> None:
+    with pytest.raises(ExecutorError, match=words):
+        driver.start(bound_pod(tmp_path, node, gpus))
+    assert driver.running() == set()
+
+
 def test_a_gang_lands_on_both_nodes_exactly_where_placement_bound_it(
     plane: tuple[Store, ControlLoop, RayExecutor], tmp_path: Path
 ) -> None:
@@ -238,7 +270,7 @@ with open(notes, "a") as out:
 def test_a_lost_node_evicts_its_workload_which_runs_once_on_the_survivor(
     cluster: Cluster, plane: tuple[Store, ControlLoop, RayExecutor], tmp_path: Path
 ) -> None:
-    store, loop, _ = plane
+    store, loop, executor = plane
     head = next(name for name in ray_node_ids() if name != WORKER_IP)
     notes, go, release = tmp_path / "notes", tmp_path / "go", tmp_path / "release"
     # The head's GPUs are taken first, so that the job's pod can only go to the worker.
@@ -269,3 +301,5 @@ def test_a_lost_node_evicts_its_workload_which_runs_once_on_the_survivor(
     reasons = [(c.type, c.reason) for c in store.conditions(record.id)]
     assert ("Evicted", "NodeFailures") in reasons or ("Requeued", "NodeFailures") in reasons
     assert reasons[-1] == ("Finished", "JobFinished"), reasons
+    with pytest.raises(ExecutorError, match=rf"node {WORKER_IP} \(Ray node \w+\) is dead: "):
+        executor.start(bound_pod(tmp_path, WORKER_IP, 1.0))  # nothing starts on a dead node

@@ -535,3 +535,35 @@ def test_entrypoint_resources_reach_the_launcher_and_backoff_limit_is_the_whole_
         spec.get("entrypointNumCpus", 0.0),
         spec.get("entrypointNumGpus", 0.0),
     )
+
+
+RETRIED = """
+import os, sys
+marker = sys.argv[1]
+if not os.path.exists(marker):
+    open(marker, "w").write("ran")
+    print("the first run fails", flush=True)
+    sys.exit(3)
+print("PLACED", os.environ.get("CUDA_VISIBLE_DEVICES", "(none)"), flush=True)
+"""
+
+
+def test_a_rayjob_retries_on_a_fresh_cluster_and_its_entrypoint_gets_the_gpu_it_reserved(plane) -> None:  # type: ignore[no-untyped-def]
+    store, loop, tmp = plane
+    script, marker = tmp / "retried.py", tmp / "first-run"
+    script.write_text(RETRIED)
+    cluster = cluster_spec(head_gpus=0, workers=1)  # the only GPU is the worker's
+    doc = rayjob("rj", f"{PY} {script} {marker}", cluster, backoffLimit=1, entrypointNumGpus=1)
+    submit(store, doc)
+    run_until(loop, lambda: state(store, "rj") in ("Succeeded", "Failed"), timeout=2 * START_S)
+    record = store.get_workload("team-a", "rj")
+    assert record is not None
+    log = (tmp / "work/logs/team-a/rj/submitter-0.log").read_text()
+    assert record.state == "Succeeded", log
+    assert log.count("reserving 1 GPU for the entrypoint") == 2 and "the first run fails" in log
+    reasons = [c.reason for c in store.conditions(record.id)]
+    assert reasons.count("Retrying") == 1  # requeued once: every pod started again, a new cluster
+    worker = next(pod for pod in store.pods_of(record.id) if pod.pod_set == "gpu-workers")
+    placed = [line.split()[1] for line in log.splitlines() if line.startswith("PLACED ")]
+    assert placed == list(worker.devices)  # on the worker, with the GPU Ray reserved there
+    assert_nothing_left(loop, tmp / "work/ray/team-a/rj")

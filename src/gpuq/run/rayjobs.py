@@ -271,7 +271,8 @@ class EntrypointRunner:
             text=True,
         )
         assert process.stdout is not None
-        yield from process.stdout
+        for line in process.stdout:  # noqa: UP028 (not `yield from`: Ray drives generators by send())
+            yield line
         yield process.wait()
 
 
@@ -300,12 +301,16 @@ def _run_placed(options: _Options, address: str, env: dict[str, str]) -> int:
         )
         actor = runner.remote()
         code: int = 1
-        for ref in actor.run.options(num_returns="streaming").remote(options.entrypoint, env):
-            item = ray.get(ref)
-            if isinstance(item, int):
-                code = item
-            else:
-                print(item, end="", flush=True)
+        try:
+            for ref in actor.run.options(num_returns="streaming").remote(options.entrypoint, env):
+                item = ray.get(ref)
+                if isinstance(item, int):
+                    code = item
+                else:
+                    print(item, end="", flush=True)
+        except ray.exceptions.RayError as error:
+            _say(f"the entrypoint's actor failed: {type(error).__name__}: {error}")
+            return 1
         return code
     finally:
         ray.shutdown()
