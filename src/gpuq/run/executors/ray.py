@@ -303,6 +303,11 @@ class RayExecutor:
             self._starting.add(pod.key)
         try:
             started = self._create(pod, options)  # waits for Ray: without the lock, for running()
+        except ExecutorError:
+            with self._lock:
+                if node_id is not None and self._lost_while_starting(pod, node_id):
+                    return None  # its node died meanwhile: an eviction, not a pod that cannot start
+            raise
         finally:
             with self._lock:
                 self._starting.discard(pod.key)
@@ -340,9 +345,9 @@ class RayExecutor:
                 pod.actor.terminate.remote(grace_s)
 
     def running(self) -> set[str]:
-        """Keys started and not yet reported by ``poll``."""
+        """Keys started and not yet reported by ``poll`` (a lost node's pods until their exits are)."""
         with self._lock:
-            return set(self._pods)
+            return set(self._pods) | {exit_.key for held in self._held.values() for exit_ in held}
 
     # --- nodes ----------------------------------------------------------------------------------
 
@@ -382,6 +387,9 @@ class RayExecutor:
             if self._closed:
                 return
             self._closed = True
+            for held in self._held.values():  # a lost node's pods: their exits go to the final poll
+                self._exits.extend(held)
+            self._held.clear()
             closing = {pod.actor.close.remote(grace_s): pod for pod in self._pods.values()}
         if closing:
             ready, _ = ray.wait(list(closing), num_returns=len(closing), timeout=grace_s + _CLOSE_MARGIN_S)
@@ -518,6 +526,19 @@ class RayExecutor:
             return
         if code is not None:
             self._record_exit(pod, code)
+
+    def _lost_while_starting(self, pod: PodLaunch, node_id: str) -> bool:
+        """Whether the pod's node is dead now, its start having failed; if so, and the loop watches
+        nodes, the pod is reported as started, then killed with its node (True)."""
+        self._refresh(force=True)
+        node = self._view.get(node_id)
+        if not self._watching or (node is not None and node.alive and node_id not in self._dying):
+            return False
+        _append_log(pod.log_path, f"{pod.key}: its Ray node {pod.node} died as it started", self._clock)
+        self._held.setdefault(node_id, []).append(PodExit(pod.key, -signal.SIGKILL, self._clock()))
+        if node_id not in self._reported:  # reported lost already: no report will release it
+            self._exits.extend(self._held.pop(node_id, []))
+        return True
 
     def _died_with_node(self, pod: _Pod, message: str) -> bool:
         """Whether the pod's actor died with its node; if so, and the loop watches nodes, its exit is
