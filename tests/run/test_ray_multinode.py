@@ -206,6 +206,27 @@ def test_each_ray_node_is_a_gpuq_node_with_its_gpus_and_labels(driver: RayExecut
     assert nodes[WORKER_IP].labels["zone"] == "b"  # the Ray node's label, for nodeSelector and topology
 
 
+def test_serve_on_the_cluster_places_on_its_nodes(
+    cluster: Cluster, driver: RayExecutor, tmp_path: Path
+) -> None:
+    """`gpuq serve --ray-address ADDR`: the API's nodes and each term's loop are the cluster's."""
+    from gpuq.commands.serve import _loop_factory, _ray_nodes
+    from gpuq.run.gpus import local_node
+
+    here = local_node((), name="serve-host", cpu_milli=2000, memory_bytes=1 << 30)
+    assert len(driver.nodes()) == 2
+    assert {node.name for node in _ray_nodes(cluster.address)} == {n.name for n in driver.nodes()}
+    store = Store(f"sqlite:///{tmp_path / 'gpuq.db'}")
+    store.migrate()
+    loop = _loop_factory(here, (), tmp_path / "work", "binpack", cluster.address)(store)
+    try:
+        assert {node.name for node in loop.nodes} == {n.name for n in driver.nodes()}
+        assert "serve-host" not in {node.name for node in loop.nodes}
+    finally:
+        loop.close()
+        store.close()
+
+
 REFUSED = [
     pytest.param("nowhere", 1.0, r"node nowhere is not a node of the Ray cluster \(alive: ", id="unknown"),
     pytest.param(WORKER_IP, 3.0, rf"node {WORKER_IP} has not 3 GPU in all \(it has ", id="too small a node"),

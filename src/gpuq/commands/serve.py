@@ -551,8 +551,9 @@ def _ray_nodes(address: str) -> list[Node]:
 
     try:
         found = cluster_nodes(address)
-    except (ConnectionError, RuntimeError, ValueError) as error:
-        raise _fail(f"--ray-address {address}: cannot read the Ray cluster's nodes: {error}") from error
+    except Exception as error:  # Ray's: ConnectionError, AuthenticationError, RuntimeError...
+        why = f"{type(error).__name__}: {error}"
+        raise _fail(f"--ray-address {address}: cannot read the Ray cluster's nodes: {why}") from error
     if not found:
         raise _fail(f"--ray-address {address}: the Ray cluster has no alive node")
     return found
