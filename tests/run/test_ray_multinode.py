@@ -5,7 +5,7 @@ The module starts a head (``ray start --head``) and a worker (``ray start --addr
 processes of that cluster (those holding a file of its temp dir, as the executor reaps a dead
 local instance), never ``ray stop``. The GCS's health check is shortened (Ray's
 ``RAY_health_check_*`` settings) so that a killed raylet is declared dead in about a second, and
-token authentication is off (see ``CLUSTER_ENV``).
+token authentication is this process's (see ``_ray_start``).
 """
 
 from __future__ import annotations
@@ -39,9 +39,6 @@ from .test_loop import run_until, state, submit
 GPUS_PER_NODE = 2
 WORKER_IP = "127.0.0.2"
 CLUSTER_ENV = {
-    # Ray 2.60 turns token authentication on for `ray start --head` when ~/.ray/auth_token exists (a
-    # local ray.init() writes one) but not for the worker joining it: off for both, explicitly.
-    "RAY_AUTH_MODE": "disabled",
     # The GCS's health check of raylets: every 0.3 s, dead after 3 misses.
     "RAY_health_check_initial_delay_ms": "300",
     "RAY_health_check_period_ms": "300",
@@ -104,7 +101,11 @@ def _ray_start(temp: Path, *role: str) -> None:
         f"--dashboard-agent-listen-port={_free_port()}",
         "--disable-usage-stats",
     ]
-    env = os.environ | CLUSTER_ENV
+    # Ray 2.60 turns token authentication on for `ray start --head` when ~/.ray/auth_token exists (a
+    # local ray.init() writes one) but not for the worker joining it, and a local ray.init() earlier in
+    # this process set RAY_AUTH_MODE=token here (so this driver's own server wants the token): the
+    # cluster gets this process's mode, the token from the default path, or no authentication.
+    env = os.environ | CLUSTER_ENV | {"RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled")}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=90, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
 

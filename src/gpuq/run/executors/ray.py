@@ -487,7 +487,10 @@ class RayExecutor:
 
     def _create(self, pod: PodLaunch, options: dict[str, Any]) -> _Pod:
         """Create the actor, wait for Ray to place it (bounded), then start the pod in it."""
-        actor = self._actor_class.options(**options).remote(str(self._workdir))
+        try:
+            actor = self._actor_class.options(**options).remote(str(self._workdir))
+        except RayError as error:  # refused at once (a cancelled creation, a bad option)
+            raise ExecutorError(f"{pod.key}: Ray refused to create its actor: {error}") from error
         try:
             node_id, _, boot = ray.get(actor.placement.remote(), timeout=self._start_timeout_s)
         except GetTimeoutError:
