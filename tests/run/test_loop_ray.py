@@ -24,12 +24,16 @@ from gpuq.run.store import Store
 from . import test_loop as scenarios
 
 NODE_GPUS = 2
+NODE = "box"  # the loop's node: the Ray node is labelled with it, so that pods placed there run there
 
 
 @pytest.fixture(scope="module")
 def ray_instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayExecutor]:
-    """One local Ray instance for the module (Ray's GPUs = the node's); the loops' executors share it."""
-    owner = RayExecutor(workdir=tmp_path_factory.mktemp("ray-owner"), num_gpus=NODE_GPUS, num_cpus=2)
+    """One local Ray instance for the module (Ray's GPUs and name = the node's); the loops' executors
+    share it."""
+    owner = RayExecutor(
+        workdir=tmp_path_factory.mktemp("ray-owner"), num_gpus=NODE_GPUS, num_cpus=2, node_name=NODE
+    )
     yield owner
     owner.close()
     assert not ray.is_initialized()
@@ -43,7 +47,7 @@ def plane(ray_instance: RayExecutor, tmp_path: Path) -> Iterator[tuple[Store, Co
     for document in yaml.safe_load_all(scenarios.CONFIG):
         store.apply_object(document)
     node = local_node(
-        virtual_devices(NODE_GPUS, "A100-80GB"), name="box", cpu_milli=16_000, memory_bytes=64 << 30
+        virtual_devices(NODE_GPUS, "A100-80GB"), name=NODE, cpu_milli=16_000, memory_bytes=64 << 30
     )
     executor = RayExecutor(workdir=tmp_path / "work")
     loop = ControlLoop(store, executor, [node], workdir=tmp_path / "work", restart_backoff_s=0)

@@ -308,3 +308,19 @@ def test_a_pod_whose_actor_dies_is_reported_killed_and_its_processes_do_not_outl
     assert exit_.exit_code == -signal.SIGKILL
     assert f"{pod.key}: its Ray actor died (" in Path(pod.log_path).read_text()
     wait_until_dead(pid)
+
+
+def test_a_pod_whose_worker_dies_is_killed_by_its_tether_without_the_executor(
+    executor: RayExecutor, tmp_path: Path
+) -> None:
+    """Nothing polls here, so the executor never hears of the death: the pod's tether alone kills
+    the pod, its command included (Ray itself kills only the worker's children, the supervisor)."""
+    script = (
+        "import os, time; stat = open(f'/proc/{os.getppid()}/stat').read(); "
+        "print(f\"actor {stat.rsplit(')', 1)[1].split()[1]} me {os.getpid()}\", flush=True); time.sleep(30)"
+    )
+    pod = launch(tmp_path, script)
+    executor.start(pod)
+    _, actor_pid, _, command_pid = wait_for_line(pod.log_path, "actor ").split()
+    os.kill(int(actor_pid), signal.SIGKILL)
+    wait_until_dead(int(command_pid))

@@ -247,6 +247,60 @@ REFUSED_CASES = [
         "not a ray start option",
         id="a ray start parameter that is not an option name",
     ),
+    pytest.param(
+        rayjob("rj", "x", cluster_spec(), backoffLimit=-1),
+        "spec.backoffLimit",
+        "non-negative integer, got -1",
+        id="a negative backoffLimit",
+    ),
+    pytest.param(
+        rayjob("rj", "x", cluster_spec(), backoffLimit=True),
+        "spec.backoffLimit",
+        "non-negative integer",
+        id="a backoffLimit that is a boolean",
+    ),
+    pytest.param(
+        rayjob("rj", "x", cluster_spec(), entrypointNumGpus=-1),
+        "spec.entrypointNumGpus",
+        "0 or more, got -1",
+        id="a negative entrypointNumGpus",
+    ),
+    pytest.param(
+        rayjob("rj", "x", cluster_spec(), entrypointNumCpus="two"),
+        "spec.entrypointNumCpus",
+        "must be a number",
+        id="an entrypointNumCpus that is not a number",
+    ),
+    pytest.param(
+        rayjob("rj", "x", cluster_spec(), entrypointResources='{"ssd": 1'),
+        "spec.entrypointResources",
+        "not JSON",
+        id="entrypointResources that is not JSON",
+    ),
+    pytest.param(
+        rayjob("rj", "x", cluster_spec(), entrypointResources="[1]"),
+        "spec.entrypointResources",
+        "JSON object",
+        id="entrypointResources that is not a JSON object",
+    ),
+    pytest.param(
+        rayjob("rj", "x", cluster_spec(), entrypointResources='{"ssd": -2}'),
+        "spec.entrypointResources",
+        "resource 'ssd': the amount must be a number, 0 or more",
+        id="a negative entrypoint resource",
+    ),
+    pytest.param(
+        rayjob("rj", "x", cluster_spec(), entrypointResources='{"GPU": 1}'),
+        "spec.entrypointResources",
+        "GPU is set with entrypointNumGpus",
+        id="GPUs among entrypointResources",
+    ),
+    pytest.param(
+        rayjob("rj", "x", cluster_spec(), entrypointResources={"ssd": 1}),
+        "spec.entrypointResources",
+        "expected a JSON string",
+        id="entrypointResources as a mapping, not KubeRay's JSON string",
+    ),
 ]
 
 
@@ -448,3 +502,68 @@ def test_a_raycluster_whose_head_crashes_restarts_and_its_worker_rejoins(plane) 
     assert "the head this node joined is gone" in (logs / "gpu-workers-0.log").read_text()
     store.delete_workload("team-a", "rc")
     assert_nothing_left(loop, directory)
+
+
+ENTRYPOINT_CASES = [
+    pytest.param({}, (), 0, id="no entrypoint resources, no retry: KubeRay's defaults"),
+    pytest.param(
+        {"entrypointNumCpus": 2, "entrypointNumGpus": 0.5, "backoffLimit": 3},
+        ("--entrypoint-num-cpus", "2", "--entrypoint-num-gpus", "0.5"),
+        3,
+        id="CPUs and GPUs reserved for the entrypoint; three retries",
+    ),
+    pytest.param(
+        {"entrypointResources": '{"ssd": 1, "accel": 0.25}', "entrypointNumGpus": 0},
+        ("--entrypoint-resources", '{"accel": 0.25, "ssd": 1}'),
+        0,
+        id="custom resources from KubeRay's JSON string; zero amounts are no reservation",
+    ),
+]
+
+
+@pytest.mark.parametrize(("spec", "options", "retries"), ENTRYPOINT_CASES)
+def test_entrypoint_resources_reach_the_launcher_and_backoff_limit_is_the_whole_jobs_retries(
+    spec: dict[str, Any], options: tuple[str, ...], retries: int
+) -> None:
+    run_ = job_run(rayjob("rj", "python train.py", cluster_spec(1), **spec), workdir=WORK)
+    command = run_.pod_set("submitter").container.command
+    assert command[command.index("--nodes") + 2 :] == options
+    assert run_.retries == retries
+    assert run_.backoff_limit == 6  # the cluster's pods still restart on their own, as KubeRay's do
+    parsed = rayjobs._parse(list(command[command.index("-m") + 2 :]))
+    assert (parsed.entrypoint_num_cpus, parsed.entrypoint_num_gpus) == (
+        spec.get("entrypointNumCpus", 0.0),
+        spec.get("entrypointNumGpus", 0.0),
+    )
+
+
+RETRIED = """
+import os, sys
+marker = sys.argv[1]
+if not os.path.exists(marker):
+    open(marker, "w").write("ran")
+    print("the first run fails", flush=True)
+    sys.exit(3)
+print("PLACED", os.environ.get("CUDA_VISIBLE_DEVICES", "(none)"), flush=True)
+"""
+
+
+def test_a_rayjob_retries_on_a_fresh_cluster_and_its_entrypoint_gets_the_gpu_it_reserved(plane) -> None:  # type: ignore[no-untyped-def]
+    store, loop, tmp = plane
+    script, marker = tmp / "retried.py", tmp / "first-run"
+    script.write_text(RETRIED)
+    cluster = cluster_spec(head_gpus=0, workers=1)  # the only GPU is the worker's
+    doc = rayjob("rj", f"{PY} {script} {marker}", cluster, backoffLimit=1, entrypointNumGpus=1)
+    submit(store, doc)
+    run_until(loop, lambda: state(store, "rj") in ("Succeeded", "Failed"), timeout=2 * START_S)
+    record = store.get_workload("team-a", "rj")
+    assert record is not None
+    log = (tmp / "work/logs/team-a/rj/submitter-0.log").read_text()
+    assert record.state == "Succeeded", log
+    assert log.count("reserving 1 GPU for the entrypoint") == 2 and "the first run fails" in log
+    reasons = [c.reason for c in store.conditions(record.id)]
+    assert reasons.count("Retrying") == 1  # requeued once: every pod started again, a new cluster
+    worker = next(pod for pod in store.pods_of(record.id) if pod.pod_set == "gpu-workers")
+    placed = [line.split()[1] for line in log.splitlines() if line.startswith("PLACED ")]
+    assert placed == list(worker.devices)  # on the worker, with the GPU Ray reserved there
+    assert_nothing_left(loop, tmp / "work/ray/team-a/rj")

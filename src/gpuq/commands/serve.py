@@ -119,7 +119,8 @@ def serve(
         str | None,
         typer.Option(
             "--ray-address",
-            help="Run pods on a Ray cluster (an address, or 'local' to start one), not as local processes.",
+            help="Run pods on a Ray cluster (an address: its alive nodes are the nodes; or 'local' to "
+            "start one for this node), not as local processes.",
         ),
     ] = None,
     eta_low_quantile: Annotated[
@@ -272,6 +273,7 @@ def serve(
         sandbox, url, workdir, pod_user or [], pod_expose or [], pod_bind or [], ray=ray_address is not None
     )
     node, devices = _node(gpus, gpu_model, cpus=cpus, memory=memory, pods=pods)
+    nodes = _ray_nodes(ray_address) if ray_address not in (None, "local") else [node]
     store = _open_store(url)
     try:
         token = ensure_admin(store, admin_token)
@@ -300,7 +302,7 @@ def serve(
     app = create_app(
         store,
         loop_status=runner.status,
-        nodes=[node],
+        nodes=nodes,
         workdir=workdir,
         queue_usage=runner.queue_usage,
         metrics=runner.metrics,
@@ -318,9 +320,13 @@ def serve(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _on_signal)
     gpu_text = f"{node.gpu_count} x {node.gpu_model or 'GPU'}" if node.gpu_count else "no GPU"
+    where = f"node {node.name} ({gpu_text})"
+    if nodes != [node]:
+        shown = ", ".join(f"{n.name} ({n.gpu_count} GPU)" for n in nodes)
+        where = f"Ray cluster {ray_address}, {len(nodes)} node(s): {shown}"
     err.print(
-        f"gpuq serve: {address} store {store.url.render_as_string(hide_password=True)}, node {node.name} "
-        f"({gpu_text}), workdir {workdir}, context {context_path()}; dashboard {address}/",
+        f"gpuq serve: {address} store {store.url.render_as_string(hide_password=True)}, {where}, "
+        f"workdir {workdir}, context {context_path()}; dashboard {address}/",
         highlight=False,
         markup=False,
     )
@@ -538,6 +544,21 @@ def _declared(option: str, text: str, resource: str) -> int:
     return amount
 
 
+def _ray_nodes(address: str) -> list[Node]:
+    """The alive nodes of the Ray cluster at ``address``, as gpuq nodes; this process stays connected
+    (each leadership term's executor uses that connection)."""
+    from gpuq.run.executors.ray import cluster_nodes
+
+    try:
+        found = cluster_nodes(address)
+    except Exception as error:  # Ray's: ConnectionError, AuthenticationError, RuntimeError...
+        why = f"{type(error).__name__}: {error}"
+        raise _fail(f"--ray-address {address}: cannot read the Ray cluster's nodes: {why}") from error
+    if not found:
+        raise _fail(f"--ray-address {address}: the Ray cluster has no alive node")
+    return found
+
+
 def _loop_factory(
     node: Node,
     devices: tuple[GPUDevice, ...],
@@ -551,7 +572,8 @@ def _loop_factory(
     """A new loop and executor per leadership term: a closed executor cannot start pods again.
 
     The node's devices let the loop give MIG slices concrete ids; with ``ray_address`` pods run as Ray
-    actors (``local`` starts a Ray instance declaring this node's GPUs). With a ``router``, the loop
+    actors (``local`` starts a Ray instance declaring this node's GPUs, named after it); on a cluster
+    the nodes are the cluster's alive nodes when the term starts. With a ``router``, the loop
     runs live services (a service controller per term, feeding that router). ``isolation``: how local
     pods are isolated (None: they run as the server, unisolated).
     """
@@ -562,20 +584,26 @@ def _loop_factory(
 
     def make(store: Store) -> ControlLoop:
         executor: Executor
+        nodes, node_devices = [node], {node.name: devices}
         if ray_address is not None:
             from gpuq.run.executors.ray import RayExecutor
 
-            executor = RayExecutor(ray_address, workdir=workdir, num_gpus=node.gpu_count or None)
+            ray_executor = RayExecutor(
+                ray_address, workdir=workdir, num_gpus=node.gpu_count or None, node_name=node.name
+            )
+            if ray_address != "local":
+                nodes, node_devices = ray_executor.nodes(), {}
+            executor = ray_executor
         else:
             executor = LocalExecutor(workdir, isolation=isolation)
         services = ServiceController(store, router, sync_period_s=hpa_sync_period) if router else None
         return ControlLoop(
             store,
             executor,
-            [node],
+            nodes,
             workdir=workdir,
             policy=policy,
-            devices={node.name: devices},
+            devices=node_devices,
             services=services,
         )
 

@@ -63,6 +63,7 @@ class JobRun:
     active_deadline_s: float | None = None
     checkpoint: bool = False
     completion_pod_set: str | None = None
+    retries: int = 0  # a RayJob's spec.backoffLimit: whole re-runs when the completion pod set fails
 
     def pod_set(self, name: str) -> PodSetRun:
         return next(ps for ps in self.pod_sets if ps.name == name)
@@ -212,7 +213,16 @@ def _ray_job_run(doc: Mapping[str, Any], workload: Mapping[str, Any], workdir: P
         )
     completion = (SUBMITTER if has_submitter else HEAD) if is_job else None
     deadline = active_deadline_s(spec) if is_job else None
-    return JobRun(tuple(runs), DEFAULT_BACKOFF_LIMIT, deadline, wants_checkpoint(doc), completion)
+    retries = _count(spec, "backoffLimit", 0) if is_job else 0
+    return JobRun(tuple(runs), DEFAULT_BACKOFF_LIMIT, deadline, wants_checkpoint(doc), completion, retries)
+
+
+def _count(spec: Mapping[str, Any], name: str, default: int) -> int:
+    """A non-negative integer field of the spec, or a :class:`SourceError` naming it."""
+    value = spec.get(name, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise SourceError(f"spec.{name}", f"must be a non-negative integer, got {value!r}")
+    return value
 
 
 def _ray_pod_set_run(
@@ -301,6 +311,7 @@ def _ray_entrypoint(spec: Mapping[str, Any], nodes: int) -> tuple[str, ...]:
         interactive = spec.get("submissionMode") == "InteractiveMode"
         raise SourceError("spec.entrypoint", (why if interactive else "") + "an entrypoint is required")
     options = ["--entrypoint", entrypoint, "--nodes", str(nodes)]
+    options += _entrypoint_resources(spec)
     text = spec.get("runtimeEnvYAML")
     if text:
         try:
@@ -314,3 +325,40 @@ def _ray_entrypoint(spec: Mapping[str, Any], nodes: int) -> tuple[str, ...]:
             )
         options += ["--runtime-env", json.dumps(runtime_env, sort_keys=True, default=str)]
     return tuple(options)
+
+
+def _entrypoint_resources(spec: Mapping[str, Any]) -> list[str]:
+    """``spec.entrypointNumCpus`` / ``entrypointNumGpus`` (numbers, 0 or more) and
+    ``entrypointResources`` (a JSON object of custom resource amounts) as the launcher's
+    ``--entrypoint-num-cpus`` / ``--entrypoint-num-gpus`` / ``--entrypoint-resources``: KubeRay passes
+    them to ``ray job submit``, which reserves them for the entrypoint on a node that has them."""
+    options: list[str] = []
+    for field_name, option in (("entrypointNumCpus", "cpus"), ("entrypointNumGpus", "gpus")):
+        value = spec.get(field_name)
+        if value is None:
+            continue
+        if not isinstance(value, int | float) or isinstance(value, bool) or not value >= 0:
+            raise SourceError(f"spec.{field_name}", f"must be a number, 0 or more, got {value!r}")
+        if value:
+            options += [f"--entrypoint-num-{option}", f"{float(value):g}"]
+    text = spec.get("entrypointResources")
+    if text is None or text == "":
+        return options
+    where = "spec.entrypointResources"
+    if not isinstance(text, str):
+        raise SourceError(where, f"expected a JSON string such as '{{\"TPU\": 1}}', got {text!r}")
+    try:
+        resources = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise SourceError(where, f"not JSON: {error}") from None
+    if not isinstance(resources, dict):
+        raise SourceError(where, f"expected a JSON object of resource amounts, got {text!r}")
+    for name, amount in resources.items():
+        if not isinstance(amount, int | float) or isinstance(amount, bool) or not amount >= 0:
+            why = f"resource {name!r}: the amount must be a number, 0 or more, got {amount!r}"
+            raise SourceError(where, why)
+        if name in ("CPU", "GPU"):
+            raise SourceError(where, f"{name} is set with entrypointNum{name.title()}s, not here")
+    if resources:
+        options += ["--entrypoint-resources", json.dumps(resources, sort_keys=True)]
+    return options

@@ -74,7 +74,7 @@ from gpuq.core.model import Admission, ClusterConfig, Workload
 from gpuq.core.nodes import Node
 from gpuq.core.placement.engine import Placer, PodBinding
 from gpuq.run.devices import DeviceAllocator
-from gpuq.run.executors.base import Executor, PodExit, PodLaunch, PodProbe, RecoveringExecutor
+from gpuq.run.executors.base import Executor, NodeWatcher, PodExit, PodLaunch, PodProbe, RecoveringExecutor
 from gpuq.run.gpus import GPUDevice
 from gpuq.run.jobs import JobRun, job_run
 from gpuq.run.pods import PodState, Tracked, kill_leftover, pod_key, pod_launch, pod_record
@@ -223,6 +223,7 @@ class ControlLoop:
             self._seen_version = feed.version if not feed.more else -1
         self._collect_starts()
         self._reap()
+        self._node_changes(now)
         self._fire_timers(now)
         self.life.settle(now, clock=self.clock)
         self._commit()
@@ -856,6 +857,22 @@ class ControlLoop:
             pod.succeeded = True
         self.life.handle(ev.PodExited(tracked.key, pod.name, exit_.exit_code, exit_.time))
 
+    def _node_changes(self, now: float) -> None:
+        """Nodes the executor saw die or join (Ray) become the lifecycle's ``NodeLost`` (every workload
+        with a pod there is evicted and requeued; placement keeps off the node) and ``NodesAdded``
+        (a node that came back). A node this loop was not given is left for the next loop to place on."""
+        assert self.life is not None
+        if not isinstance(self.executor, NodeWatcher):
+            return
+        changes = self.executor.node_changes()
+        known = {node.name for node in self.nodes}
+        for name, reason in changes.lost:
+            if name in known:
+                self.life.handle(ev.NodeLost(name, reason, now))
+        added = tuple(name for name in changes.added if name in known)
+        if added:
+            self.life.handle(ev.NodesAdded(added, now))
+
     def _fire_timers(self, now: float) -> None:
         assert self.life is not None
         while self._timers and self._timers[0][0] <= now:
@@ -923,5 +940,6 @@ def _policy(run: JobRun, max_grace_s: float) -> JobPolicy:
         backoff_limit=run.backoff_limit,
         active_deadline_s=run.active_deadline_s,
         completion_pod_set=run.completion_pod_set,
+        retries=run.retries,
         grace_s={ps.name: min(ps.grace_s, max_grace_s) for ps in run.pod_sets},
     )

@@ -89,6 +89,7 @@ def pod_launch(tracked: Tracked, pod: PodState, workdir: Path) -> PodLaunch:
         namespace=tracked.namespace,
         writable_dirs=writable,
         attempt=pod.attempt,
+        node=pod.node,
     )
 
 

@@ -33,6 +33,12 @@ The launcher (:func:`main`), in the pod, as ``head``:
    ends on its own, so any end is a failure (exit 0 becomes 1);
 5. with one, wait for the expected nodes (or a timeout), run the entrypoint
    with ``RAY_ADDRESS``, stop the node and exit with the entrypoint's code.
+   With entrypoint resources (a RayJob's ``entrypointNumCpus``,
+   ``entrypointNumGpus``, ``entrypointResources``), the entrypoint runs where
+   ``ray job submit`` would run it: in an actor that reserves them, on a node of
+   the cluster that has them (Ray's ``JobSupervisor``,
+   ``python/ray/dashboard/modules/job/job_manager.py``), its output streamed back
+   to the pod's log; with GPUs it sees the ones Ray gave that actor.
 
 As ``worker``: wait for a live ``head.json`` whose GCS answers, then step 2
 with ``--address`` instead of ``--head`` and step 4, leaving (exit 1) as soon as
@@ -109,6 +115,9 @@ class _Options:
     entrypoint: str | None
     nodes: int
     runtime_env: str | None
+    entrypoint_num_cpus: float
+    entrypoint_num_gpus: float
+    entrypoint_resources: dict[str, float]
     head_wait_s: float
     nodes_wait_s: float
     ray_args: tuple[str, ...]
@@ -138,6 +147,9 @@ def _parse(argv: list[str]) -> _Options:
     parser.add_argument("--entrypoint")
     parser.add_argument("--nodes", type=int, default=1, help="Ray nodes to wait for before the entrypoint")
     parser.add_argument("--runtime-env", help="the job's runtime environment, JSON")
+    parser.add_argument("--entrypoint-num-cpus", type=float, default=0.0)
+    parser.add_argument("--entrypoint-num-gpus", type=float, default=0.0)
+    parser.add_argument("--entrypoint-resources", type=json.loads, default={}, help="JSON object")
     parser.add_argument("--head-wait", type=float, default=HEAD_WAIT_S)
     parser.add_argument("--nodes-wait", type=float, default=NODES_WAIT_S)
     parsed = parser.parse_args(argv[:split])
@@ -149,6 +161,9 @@ def _parse(argv: list[str]) -> _Options:
         parsed.entrypoint,
         parsed.nodes,
         parsed.runtime_env,
+        parsed.entrypoint_num_cpus,
+        parsed.entrypoint_num_gpus,
+        dict(parsed.entrypoint_resources),
         parsed.head_wait,
         parsed.nodes_wait,
         tuple(argv[split + 1 :]),
@@ -228,9 +243,77 @@ def _run_entrypoint(options: _Options, address: str) -> int:
         env["RAY_JOB_CONFIG_JSON_ENV_VAR"] = json.dumps({"runtime_env": runtime_env, "metadata": {}})
     _wait_for_nodes(address, options.nodes, options.nodes_wait_s)
     _say(f"running the entrypoint against {address}: {options.entrypoint}")
-    code = subprocess.Popen(["/bin/sh", "-c", options.entrypoint], env=env).wait()
+    if options.entrypoint_num_cpus or options.entrypoint_num_gpus or options.entrypoint_resources:
+        code = _run_placed(options, address, env)
+    else:
+        code = subprocess.Popen(["/bin/sh", "-c", options.entrypoint], env=env).wait()
     _say(f"the entrypoint exited with {code}")
     return _exit_code(code)
+
+
+class EntrypointRunner:
+    """The actor that runs a RayJob's entrypoint where its resources are (Ray's ``JobSupervisor``):
+    a shell running it, its output yielded line by line, then its exit code."""
+
+    def run(self, entrypoint: str, env: dict[str, str]) -> Any:
+        import ray
+
+        placed = dict(env)
+        if "CUDA_VISIBLE_DEVICES" in os.environ:  # the GPUs Ray reserved for this actor
+            placed["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
+        node = ray.get_runtime_context().get_node_id()
+        yield f"[gpuq rayjobs] the entrypoint runs on Ray node {node}\n"
+        process = subprocess.Popen(
+            ["/bin/sh", "-c", entrypoint],
+            env=placed,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert process.stdout is not None
+        for line in process.stdout:  # noqa: UP028 (not `yield from`: Ray drives generators by send())
+            yield line
+        yield process.wait()
+
+
+def _run_placed(options: _Options, address: str, env: dict[str, str]) -> int:
+    """Run the entrypoint in an :class:`EntrypointRunner` that reserves its resources; its exit code."""
+    import ray
+
+    wanted = {"CPU": options.entrypoint_num_cpus, "GPU": options.entrypoint_num_gpus}
+    wanted |= options.entrypoint_resources
+    wanted = {name: amount for name, amount in wanted.items() if amount}
+    reserve = ", ".join(f"{amount:g} {name}" for name, amount in sorted(wanted.items()))
+    ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+    try:
+        nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+        totals = [node.get("Resources", {}) for node in nodes if node.get("Alive")]
+        if not any(all(total.get(k, 0.0) >= v for k, v in wanted.items()) for total in totals):
+            _say(f"no node of the cluster has {reserve} for the entrypoint (entrypoint resources)")
+            return 1
+        _say(f"reserving {reserve} for the entrypoint")
+        runner: Any = ray.remote(EntrypointRunner)  # Ray's actor handles are untyped
+        runner = runner.options(
+            num_cpus=options.entrypoint_num_cpus,
+            num_gpus=options.entrypoint_num_gpus,
+            resources=options.entrypoint_resources or None,
+            max_restarts=0,
+        )
+        actor = runner.remote()
+        code: int = 1
+        try:
+            for ref in actor.run.options(num_returns="streaming").remote(options.entrypoint, env):
+                item = ray.get(ref)
+                if isinstance(item, int):
+                    code = item
+                else:
+                    print(item, end="", flush=True)
+        except ray.exceptions.RayError as error:
+            _say(f"the entrypoint's actor failed: {type(error).__name__}: {error}")
+            return 1
+        return code
+    finally:
+        ray.shutdown()
 
 
 def _wait_for_nodes(address: str, expected: int, timeout_s: float) -> None:

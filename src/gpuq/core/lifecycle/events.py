@@ -21,9 +21,13 @@ class JobPolicy:
 
     ``completion_pod_set``: the pod set whose pods decide the outcome (a RayJob's submitter),
     or None when every pod must succeed. ``grace_s`` per pod set name (default 30 s).
-    ``pods``: pod name -> pod set name, for the live loop that tracks pods one by one."""
+    ``pods``: pod name -> pod set name, for the live loop that tracks pods one by one.
+    ``retries``: how many times a failed completion pod set re-runs the whole workload (every pod
+    stopped, the workload requeued, all pods started afresh) before it fails: a RayJob's
+    ``spec.backoffLimit``, each retry a new Ray cluster."""
 
     backoff_limit: int = 6
+    retries: int = 0
     active_deadline_s: float | None = None
     completion_pod_set: str | None = None
     grace_s: Mapping[str, float] = field(default_factory=dict)

@@ -106,6 +106,7 @@ class Life:
     policy: JobPolicy = field(default_factory=JobPolicy)
     token: int = 0  # bumped when quota is reserved or released: older timers are stale
     ready_timeouts: int = 0
+    retries: int = 0  # whole-workload re-runs so far (JobPolicy.retries); kept across evictions
     held: bool = False  # an admission check a controller carries out is not Ready yet
     bound: bool = False  # StartPods was emitted for the current admission
     pods: tuple[str, ...] = ()  # pod names of the current admission, in binding order
@@ -371,10 +372,20 @@ class Lifecycle:
         return bool(members) and life.succeeded_pods.issuperset(members)
 
     def _completion_pod_exited(self, life: Life, event: ev.PodExited, pod_set: str) -> None:
-        """A pod of the completion pod set ended (a RayJob's submitter): a failure fails the workload,
-        the set's last success completes it."""
+        """A pod of the completion pod set ended (a RayJob's submitter): a failure re-runs the whole
+        workload while ``retries`` last (KubeRay: a new RayCluster per retry), then fails it; the
+        set's last success completes it."""
         if event.exit_code != 0:
             message = f"pod {event.pod} exited with {event.exit_code}"
+            limit = life.policy.retries
+            if life.retries < limit:
+                life.retries += 1
+                message += f"; retry {life.retries} of {limit}: every pod starts again"
+                self.hooks.effect(Noted(life.key, "Warning", "Retrying", message, event.at))
+                self._evict(life, "Retrying", message, event.at)
+                return
+            if limit:
+                message += f"; backoffLimit {limit} reached"
             self._end(life, S.FAILED, "pods", "JobFailed", message, event.at)
             return
         life.succeeded_pods.add(event.pod)
@@ -482,11 +493,17 @@ class Lifecycle:
 
     def _on_node_lost(self, event: ev.NodeLost) -> None:
         """Evict every workload with a pod on the node; releasing one may bind a waiting one there, so
-        repeat until the node holds nothing, then take it out of service."""
+        repeat until the node holds nothing but workloads already stopping (live, they hold it until
+        their pods are gone), then take it out of service."""
         reason = event.reason or f"NodeFailures: node {event.node} was removed"
-        while holders := self.scheduler.holders_of(event.node):
-            for key in holders:
-                self._evict(self.lives[key], "NodeFailures", reason, event.at)
+
+        def holders() -> list[Life]:
+            lives = (self.lives.get(key) for key in self.scheduler.holders_of(event.node))
+            return [life for life in lives if life is not None and not life.evicting]
+
+        while stopping := holders():
+            for life in stopping:
+                self._evict(life, "NodeFailures", reason, event.at)
         self.hooks.effect(NodeDown(event.node, event.at))
         self.scheduler.set_node_down(event.node, True)
         self._dirty = True

@@ -186,23 +186,32 @@ class Placer:
         return result
 
     def set_down(self, name: str, down: bool) -> None:
-        """Take an empty node out of service (removed, failed, not yet provisioned) or back in.
+        """Take a node out of service (removed, failed, not yet provisioned) or back in.
 
         A down node holds a phantom pod that takes everything it has, so every filter,
-        bucket and topology view sees it full, with no special case anywhere.
+        bucket and topology view sees it full, with no special case anywhere. A node that
+        still holds pods (a live eviction waits for their processes to end) goes down at
+        once too: the phantom takes what is free now, and what each leaving pod returns.
         """
         capacity = self.index.capacity[name]
         if down == (DOWN_POD in capacity.bound):
             return
         if down:
-            if capacity.bound:
-                raise ValueError(f"node {name} still holds pods: evict them first")
-            demand = GPUDemand(count=len(capacity.gpu_milli)) if capacity.per_device else NO_GPU
-            whole = tuple(range(len(capacity.gpu_milli)))
-            capacity.take(DOWN_POD, PodShape(dict(capacity.free), demand), whole)
+            self._seal(name)
         else:
             capacity.give(DOWN_POD)
         self.index.refresh(name)
+
+    def _seal(self, name: str) -> None:
+        """Let a down node's phantom pod take everything the node has free (again)."""
+        capacity = self.index.capacity[name]
+        if DOWN_POD in capacity.bound:
+            capacity.give(DOWN_POD)
+        # Every GPU no pod holds. A GPU a shared pod partly holds keeps its rest until that pod leaves
+        # (then this runs again and takes it): only while a down node's pods are being stopped.
+        whole = tuple(i for i in range(len(capacity.gpu_milli)) if capacity._holds(i, GPUDemand(count=1)))
+        demand = GPUDemand(count=len(whole)) if capacity.per_device and whole else NO_GPU
+        capacity.take(DOWN_POD, PodShape(dict(capacity.free), demand), whole)
 
     def is_down(self, name: str) -> bool:
         return DOWN_POD in self.index.capacity[name].bound
@@ -299,7 +308,10 @@ class Placer:
 
     def _unbind(self, bindings: list[PodBinding]) -> None:
         for binding in reversed(bindings):
-            self.index.capacity[binding.node].give(binding.pod)
+            capacity = self.index.capacity[binding.node]
+            capacity.give(binding.pod)
+            if DOWN_POD in capacity.bound:  # a node gone down while it held the pod: it stays full
+                self._seal(binding.node)
             self.index.refresh(binding.node)
         bindings.clear()
 

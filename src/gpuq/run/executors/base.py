@@ -31,6 +31,7 @@ class PodLaunch:
     namespace: str = ""  # the team: whose user the pod runs as (empty: the key's first part)
     writable_dirs: tuple[str, ...] = ()  # the pod's own directories besides its working one (checkpoints)
     attempt: int = 0  # the pod row's attempt: recorded with the start, checked when a new leader adopts it
+    node: str = ""  # the gpuq node placement bound it to (Ray pins the pod there); empty: anywhere
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,27 @@ class Executor(Protocol):
 
     def close(self) -> None:
         """Stop every pod and release resources; the executor is unusable afterwards."""
+        ...
+
+
+@dataclass(frozen=True)
+class NodeChanges:
+    """Nodes that left (each with why) or joined since the last call, by gpuq node name."""
+
+    lost: tuple[tuple[str, str], ...] = ()
+    added: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class NodeWatcher(Executor, Protocol):
+    """An executor whose pods run on nodes it can see come and go (Ray). Optional: the loop asks only
+    executors that have it; a local executor's one node never leaves."""
+
+    def node_changes(self) -> NodeChanges:
+        """Nodes lost and added since the last call, each reported once; cheap enough for every loop
+        step. Once it has been called, the exits of pods that died with a lost node are returned by
+        ``poll`` only after this call reported that node, so that the loop sees the node lost first
+        (an eviction, not a pod failure)."""
         ...
 
 

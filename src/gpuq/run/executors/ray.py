@@ -34,8 +34,25 @@ Nothing here blocks the control loop for long:
    in submission order, so a later poll sees its effect.
 4. An actor that dies (worker crash, node lost) is reported as an exit with
    code ``-9`` and a log line. Its pod's process group is killed from here when
-   the actor ran on this host (a pod's session outlives its parent); on another
-   node it dies with the node, or survives a worker crash (no cgroup catches it).
+   the actor ran on this host (a pod's session outlives its parent), and, on
+   every node, by the pod's *tether*: a small process the actor starts beside
+   the pod (not its child: Ray SIGKILLs a dead worker's children, which would
+   orphan the pod's own processes) that SIGKILLs the pod's process group as
+   soon as the actor's worker is gone, then exits; it also exits when the pod
+   does. A process of the pod that left its group (``setsid``) is not caught.
+
+Nodes (:mod:`gpuq.run.executors.ray_nodes`). Every alive Ray node is a gpuq
+node (:meth:`RayExecutor.nodes`), named by its ``gpuq.dev/node`` label or its
+address. A pod whose ``PodLaunch.node`` is set runs on exactly that node: its
+actor is created with ``NodeAffinitySchedulingStrategy(node_id, soft=False)``
+(Ray's ``python/ray/util/scheduling_strategies.py``), and a node Ray does not
+know or has dead is refused with ``ExecutorError`` before any actor exists.
+:meth:`RayExecutor.node_changes` reports nodes that died or joined, from
+``ray.nodes()`` (read at most once a second) and from actors that died with
+their node. Once the loop asks it, the ``-9`` exits of a dead node's pods are
+held back until that node has been reported lost, so that the loop evicts the
+workload (``NodeLost``) before it hears of them: they end the eviction and
+count as no pod failure.
 
 Actors are not detached: when the control plane dies, Ray kills them, and the
 restarted loop kills the pods' groups by their recorded pids.
@@ -53,8 +70,7 @@ A record whose driver still runs (another live server) is left alone. ``start``
 returns a pid only for pods on this host, so that a pid from another node is
 never signalled here. On a multi-node cluster gpuq must be installed on every
 node (actors import this module) and ``workdir`` and the log paths must be
-usable there (a shared filesystem); gpuq's node names are not mapped to Ray
-nodes: a pod needing a particular node has to say so with a custom resource.
+usable there (a shared filesystem).
 """
 
 from __future__ import annotations
@@ -65,6 +81,8 @@ import logging
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -81,10 +99,14 @@ os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
 
 import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from gpuq.run.executors.base import ExecutorError, PodExit, PodLaunch
+from gpuq.core.nodes import Node
+from gpuq.run.executors.base import ExecutorError, NodeChanges, PodExit, PodLaunch
 from gpuq.run.executors.local import LocalExecutor
+from gpuq.run.executors.ray_nodes import NODE_LABEL, RayNode, gpuq_nodes, ray_nodes
 from gpuq.run.gpus import device_env
+from gpuq.run.proctrack import boot_id
 
 DEFAULT_START_TIMEOUT_S = 5.0  # a worker starts in about a second; longer means no node has room
 _POLL_WAIT_S = 0.01  # how long one poll waits for answers already on their way
@@ -94,6 +116,38 @@ _OBJECT_STORE_BYTES = 128 << 20  # a local instance: pods pass nothing through t
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 # PodLaunch.resources keys that are actor options; any other key is a Ray custom resource.
 _RESOURCE_NAMES = {"num_gpus": "GPU", "num_cpus": "CPU", "memory": "memory"}
+_NODES_EVERY_S = 1.0  # how often node_changes reads ray.nodes() (a GCS call)
+_NODE_DIED = "its node has died"  # in the message of an actor that died with its node (ActorDiedError)
+# The pod's tether (module docstring, step 4): `python -I -c TETHER WORKER_PID WORKER_START POD_GROUP`.
+# It forks away from the actor's worker (whose children Ray kills), then waits for the worker to go.
+_TETHER = r"""
+import os, signal, sys, time
+worker, start, group = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+if os.fork():
+    os._exit(0)
+os.setsid()
+def started(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else fields[19]
+while True:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        os._exit(0)
+    except PermissionError:
+        pass
+    if started(worker) != start:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except OSError:
+            pass
+        os._exit(0)
+    time.sleep(0.2)
+"""
 
 
 class PodRunner:
@@ -108,13 +162,14 @@ class PodRunner:
         self._key: str | None = None
         self._exit_code: int | None = None
 
-    def placement(self) -> tuple[str, list[str]]:
-        """Where Ray put this actor: its node id and the GPU ids Ray assigned to it."""
-        return ray.get_runtime_context().get_node_id(), [str(gpu) for gpu in ray.get_gpu_ids()]
+    def placement(self) -> tuple[str, list[str], str]:
+        """Where Ray put this actor: its node id, the GPU ids Ray assigned to it, its host's boot id."""
+        gpus = [str(gpu) for gpu in ray.get_gpu_ids()]
+        return ray.get_runtime_context().get_node_id(), gpus, boot_id()
 
     def start(self, pod: PodLaunch, actor_name: str) -> int | str:
         """Note Ray's placement in the log, then start the pod: its pid, or why it could not start."""
-        node_id, gpu_ids = self.placement()
+        node_id, gpu_ids, _ = self.placement()
         _append_log(
             pod.log_path,
             f"ray actor {actor_name} on node {node_id[:12]}, Ray GPU ids [{', '.join(gpu_ids)}]; "
@@ -126,6 +181,7 @@ class PodRunner:
             _append_log(pod.log_path, f"not started: {error}")
             return str(error)
         self._key = pod.key
+        _tether(pid)
         return pid
 
     def poll(self) -> int | None:
@@ -155,6 +211,7 @@ class _Pod:
     node_id: str
     log_path: Path
     polling: Any = None  # the ObjectRef of the PodRunner.poll in flight, if any
+    this_host: bool = False  # its node is on this machine (same boot id): its group can be killed here
 
 
 class RayExecutor:
@@ -165,8 +222,10 @@ class RayExecutor:
     ``resources``, so that it runs where there is no GPU). A process connects to
     Ray once: if it already is connected, the executor uses that connection and
     leaves it up; otherwise ``close`` shuts down what the executor connected.
-    ``clock`` gives the epoch seconds of ``PodExit.time``. Safe to share between
-    the loop thread and API threads (``running``), like the local executor.
+    ``clock`` gives the epoch seconds of ``PodExit.time``. ``node_name``: the gpuq
+    name of a new local instance's node (its ``gpuq.dev/node`` label), so that pods
+    placed on that node run there. Safe to share between the loop thread and API
+    threads (``running``), like the local executor.
     """
 
     def __init__(
@@ -180,6 +239,7 @@ class RayExecutor:
         namespace: str = "gpuq",
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
+        node_name: str | None = None,
     ) -> None:
         self._workdir = Path(workdir)
         self._clock = clock
@@ -191,7 +251,15 @@ class RayExecutor:
             local = address in (None, "local")
             if local:
                 reap_dead_session(self._workdir)
-            _connect(address, num_gpus=num_gpus, num_cpus=num_cpus, resources=resources, namespace=namespace)
+            labels = {NODE_LABEL: node_name} if node_name else None
+            _connect(
+                address,
+                num_gpus=num_gpus,
+                num_cpus=num_cpus,
+                resources=resources,
+                labels=labels,
+                namespace=namespace,
+            )
             if local:
                 self._session_record = record_session(self._workdir)
         self._node_id = ray.get_runtime_context().get_node_id()
@@ -202,6 +270,17 @@ class RayExecutor:
         self._starting: set[str] = set()
         self._exits: list[PodExit] = []
         self._closed = False
+        # Ray's nodes (see the module docstring, "Nodes"): the latest view, the names given so far,
+        # the alive ids last reported, ids whose actors died with them, and the exits held back.
+        self._view: dict[str, RayNode] = {}
+        self._names: dict[str, str] = {}
+        self._viewed_at = 0.0
+        self._reported: set[str] = set()
+        self._dying: dict[str, str] = {}
+        self._held: dict[str, list[PodExit]] = {}
+        self._watching = False
+        self._refresh(force=True)
+        self._reported = {node_id for node_id, node in self._view.items() if node.alive}
 
     # --- the Executor port ----------------------------------------------------------------------
 
@@ -218,11 +297,17 @@ class RayExecutor:
                 raise ExecutorError(f"{pod.key}: the executor is closed")
             if pod.key in self._pods or pod.key in self._starting:
                 raise ExecutorError(f"{pod.key}: already running")
-            options = self._actor_options(pod)
-            self._check(pod, options)
+            node_id = self._node_of(pod)
+            options = self._actor_options(pod, node_id)
+            self._check(pod, options, node_id)
             self._starting.add(pod.key)
         try:
             started = self._create(pod, options)  # waits for Ray: without the lock, for running()
+        except ExecutorError:
+            with self._lock:
+                if node_id is not None and self._lost_while_starting(pod, node_id):
+                    return None  # its node died meanwhile: an eviction, not a pod that cannot start
+            raise
         finally:
             with self._lock:
                 self._starting.discard(pod.key)
@@ -260,9 +345,37 @@ class RayExecutor:
                 pod.actor.terminate.remote(grace_s)
 
     def running(self) -> set[str]:
-        """Keys started and not yet reported by ``poll``."""
+        """Keys started and not yet reported by ``poll`` (a lost node's pods until their exits are)."""
         with self._lock:
-            return set(self._pods)
+            return set(self._pods) | {exit_.key for held in self._held.values() for exit_ in held}
+
+    # --- nodes ----------------------------------------------------------------------------------
+
+    def nodes(self) -> list[Node]:
+        """The alive Ray nodes as gpuq nodes, now (what placement should place on)."""
+        with self._lock:
+            self._refresh(force=True)
+            alive = [n for n in self._view.values() if n.alive and n.node_id not in self._dying]
+            return [n.node for n in alive]
+
+    def node_changes(self) -> NodeChanges:
+        """Nodes lost (Ray has them dead, or an actor died with its node) and joined since the last
+        call; reads ``ray.nodes()`` at most once a second. Releases the held exits of the lost ones
+        to the next ``poll`` (see the module docstring, "Nodes")."""
+        with self._lock:
+            self._watching = True
+            self._refresh()
+            alive = {i for i, node in self._view.items() if node.alive and i not in self._dying}
+            lost: list[tuple[str, str]] = []
+            for node_id in sorted(self._reported - alive):
+                known = self._view.get(node_id)
+                name = known.name if known is not None else self._names.get(node_id, node_id)
+                why = self._dying.get(node_id) or (known.death if known is not None else "") or "gone"
+                lost.append((name, f"NodeFailures: Ray node {name} ({node_id[:12]}) died: {why}"))
+                self._exits.extend(self._held.pop(node_id, []))
+            added = sorted(self._view[i].name for i in alive - self._reported)
+            self._reported = alive
+            return NodeChanges(tuple(lost), tuple(added))
 
     def close(self, grace_s: float = 1.0) -> None:
         """Terminate every pod, wait up to about ``grace_s`` + 2 s for them, kill the actors, leave Ray.
@@ -274,6 +387,9 @@ class RayExecutor:
             if self._closed:
                 return
             self._closed = True
+            for held in self._held.values():  # a lost node's pods: their exits go to the final poll
+                self._exits.extend(held)
+            self._held.clear()
             closing = {pod.actor.close.remote(grace_s): pod for pod in self._pods.values()}
         if closing:
             ready, _ = ray.wait(list(closing), num_returns=len(closing), timeout=grace_s + _CLOSE_MARGIN_S)
@@ -289,8 +405,9 @@ class RayExecutor:
 
     # --- steps ------------------------------------------------------------------------------------
 
-    def _actor_options(self, pod: PodLaunch) -> dict[str, Any]:
-        """Ray actor options for the pod: its resources, a unique name, no restarts.
+    def _actor_options(self, pod: PodLaunch, node_id: str | None) -> dict[str, Any]:
+        """Ray actor options for the pod: its resources, a unique name, no restarts, and, for a pod
+        placement bound to a node, that node (hard affinity: never elsewhere).
 
         ``num_cpus`` defaults to 0: gpuq's quota already accounts CPUs, and an actor
         that holds a CPU would cap the pods of a node at its core count.
@@ -308,10 +425,39 @@ class RayExecutor:
         custom = {name: amount for name, amount in resources.items() if name not in _RESOURCE_NAMES}
         if custom:
             options["resources"] = custom
+        if node_id is not None:
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=False)
         return options
 
-    def _check(self, pod: PodLaunch, options: dict[str, Any]) -> None:
-        """Step 1: refuse, before creating an actor, what could never start."""
+    def _node_of(self, pod: PodLaunch) -> str | None:
+        """The Ray node id of the pod's gpuq node (None: no node, Ray chooses); ``ExecutorError``
+        naming the node when Ray does not know it or has it dead."""
+        if not pod.node:
+            return None
+        self._refresh()
+        named = [node for node in self._view.values() if node.name == pod.node]
+        alive = [node for node in named if node.alive and node.node_id not in self._dying]
+        if alive:
+            return alive[0].node_id
+        if named:
+            dead = named[0]
+            why = self._dying.get(dead.node_id) or dead.death or "dead"
+            raise ExecutorError(f"{pod.key}: node {pod.node} (Ray node {dead.node_id[:12]}) is dead: {why}")
+        known = ", ".join(sorted({n.name for n in self._view.values() if n.alive})) or "none"
+        raise ExecutorError(f"{pod.key}: node {pod.node} is not a node of the Ray cluster (alive: {known})")
+
+    def _refresh(self, *, force: bool = False) -> None:
+        """Read ``ray.nodes()`` again, unless it was read less than a second ago (and not ``force``)."""
+        now = time.monotonic()
+        if not force and now - self._viewed_at < _NODES_EVERY_S:
+            return
+        self._viewed_at = now
+        found = ray_nodes(_all_nodes(), known=self._names)
+        self._view = {node.node_id: node for node in found}
+        self._names.update({node.node_id: node.name for node in found})
+
+    def _check(self, pod: PodLaunch, options: dict[str, Any], node_id: str | None = None) -> None:
+        """Step 1: refuse, before creating an actor, what could never start (on its node, if bound)."""
         argv = [*pod.command, *pod.args]
         if not argv or not argv[0]:
             raise ExecutorError(f"{pod.key}: no command to run (command and args are empty)")
@@ -321,7 +467,16 @@ class RayExecutor:
             raise ExecutorError(f"{pod.key}: {error}") from error
         nodes = _alive_nodes()
         wanted = _wanted(options)
-        if not any(_fits(wanted, node.get("Resources", {})) for node in nodes):
+        if node_id is not None:
+            totals: dict[str, float] = next(
+                (node.get("Resources", {}) for node in nodes if node.get("NodeID") == node_id), {}
+            )
+            if not _fits(wanted, totals):
+                raise ExecutorError(
+                    f"{pod.key}: node {pod.node} has not {_describe(wanted)} in all "
+                    f"(it has {_describe(totals)})"
+                )
+        elif not any(_fits(wanted, node.get("Resources", {})) for node in nodes):
             raise ExecutorError(f"{pod.key}: no node of the Ray cluster has {_describe(wanted)} in all")
         program = argv[0]
         this_host_only = [node.get("NodeID") for node in nodes] == [self._node_id]
@@ -332,9 +487,12 @@ class RayExecutor:
 
     def _create(self, pod: PodLaunch, options: dict[str, Any]) -> _Pod:
         """Create the actor, wait for Ray to place it (bounded), then start the pod in it."""
-        actor = self._actor_class.options(**options).remote(str(self._workdir))
         try:
-            node_id, _ = ray.get(actor.placement.remote(), timeout=self._start_timeout_s)
+            actor = self._actor_class.options(**options).remote(str(self._workdir))
+        except RayError as error:  # refused at once (a cancelled creation, a bad option)
+            raise ExecutorError(f"{pod.key}: Ray refused to create its actor: {error}") from error
+        try:
+            node_id, _, boot = ray.get(actor.placement.remote(), timeout=self._start_timeout_s)
         except GetTimeoutError:
             _kill_actor(actor)  # still pending: Ray cancels the creation, nothing was spawned
             raise ExecutorError(
@@ -352,7 +510,8 @@ class RayExecutor:
         if isinstance(outcome, str):
             _kill_actor(actor)
             raise ExecutorError(outcome)
-        return _Pod(pod.key, actor, outcome, node_id, Path(pod.log_path))
+        here = node_id == self._node_id or (bool(boot) and boot == boot_id())
+        return _Pod(pod.key, actor, outcome, node_id, Path(pod.log_path), this_host=here)
 
     def _collect(self, pod: _Pod, ref: Any) -> None:
         """Take in one finished ``PodRunner.poll`` (or ``close``): an exit, nothing yet, or a dead actor."""
@@ -364,14 +523,53 @@ class RayExecutor:
         except ActorUnavailableError:
             return  # unreachable for now (it is not restarted): asked again at the next poll
         except RayActorError as error:
+            if self._died_with_node(pod, str(error)):
+                return
             self._lose(pod, f"its Ray actor died ({type(error).__name__})")
             return
         if code is not None:
             self._record_exit(pod, code)
 
+    def _lost_while_starting(self, pod: PodLaunch, node_id: str) -> bool:
+        """Whether the pod's node is dead now, its start having failed; if so, and the loop watches
+        nodes, the pod is reported as started, then killed with its node (True)."""
+        self._refresh(force=True)
+        node = self._view.get(node_id)
+        if not self._watching or (node is not None and node.alive and node_id not in self._dying):
+            return False
+        _append_log(pod.log_path, f"{pod.key}: its Ray node {pod.node} died as it started", self._clock)
+        self._held.setdefault(node_id, []).append(PodExit(pod.key, -signal.SIGKILL, self._clock()))
+        if node_id not in self._reported:  # reported lost already: no report will release it
+            self._exits.extend(self._held.pop(node_id, []))
+        return True
+
+    def _died_with_node(self, pod: _Pod, message: str) -> bool:
+        """Whether the pod's actor died with its node; if so, and the loop watches nodes, its exit is
+        held until ``node_changes`` reports the node lost (True)."""
+        self._refresh(force=True)
+        node = self._view.get(pod.node_id)
+        if node is not None and node.alive and _NODE_DIED not in message:
+            return False
+        if node is not None and node.alive:  # Ray has the actor dead with its node, not yet the node
+            self._dying.setdefault(pod.node_id, "its actors died with it")
+        if not self._watching:
+            return False
+        if pod.this_host:  # another raylet of this machine: its pods' groups are reachable from here
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pod.pid, signal.SIGKILL)
+        name = node.name if node is not None else pod.node_id[:12]
+        why = f"{pod.key}: its Ray node {name} died; reported as killed"
+        _append_log(str(pod.log_path), why, self._clock)
+        self._pods.pop(pod.key, None)
+        self._held.setdefault(pod.node_id, []).append(PodExit(pod.key, -signal.SIGKILL, self._clock()))
+        _kill_actor(pod.actor)
+        if pod.node_id not in self._reported:  # reported lost already (a late actor): no report will come
+            self._exits.extend(self._held.pop(pod.node_id, []))
+        return True
+
     def _lose(self, pod: _Pod, why: str) -> None:
         """Step 4: report a pod whose actor is gone as killed, and kill its group where we can."""
-        if pod.node_id == self._node_id:
+        if pod.this_host:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pod.pid, signal.SIGKILL)
         _append_log(str(pod.log_path), f"{pod.key}: {why}; reported as killed", self._clock)
@@ -384,6 +582,14 @@ class RayExecutor:
         _kill_actor(pod.actor)
 
 
+def cluster_nodes(address: str, *, namespace: str = "gpuq") -> list[Node]:
+    """The alive nodes of the Ray cluster at ``address`` as gpuq nodes, named as executors name them;
+    connects this process to it first if it is not connected to Ray."""
+    if not ray.is_initialized():
+        _connect(address, num_gpus=None, num_cpus=None, resources=None, namespace=namespace)
+    return gpuq_nodes(_all_nodes())
+
+
 def _connect(
     address: str | None,
     *,
@@ -391,6 +597,7 @@ def _connect(
     num_cpus: int | None,
     resources: dict[str, float] | None,
     namespace: str,
+    labels: dict[str, str] | None = None,
 ) -> None:
     """``ray.init``, quietly: a new local instance (``None``, ``"local"``) or the cluster at ``address``."""
     quiet: dict[str, Any] = {
@@ -405,6 +612,7 @@ def _connect(
             num_cpus=num_cpus if num_cpus is not None else os.cpu_count(),
             num_gpus=num_gpus or 0,
             resources=resources,
+            labels=labels,
             object_store_memory=_OBJECT_STORE_BYTES,
             **quiet,
         )
@@ -506,10 +714,15 @@ def _holding(directory: str) -> set[int]:
     return found
 
 
-def _alive_nodes() -> list[dict[str, Any]]:
-    """Ray's alive nodes (``NodeID``, ``Resources``...); ``ray.nodes`` is untyped, so typed here."""
+def _all_nodes() -> list[dict[str, Any]]:
+    """Ray's nodes, dead ones included (``NodeID``, ``Alive``, ``Resources``...); typed here."""
     nodes: Callable[[], list[dict[str, Any]]] = ray.nodes
-    return [node for node in nodes() if node.get("Alive")]
+    return nodes()
+
+
+def _alive_nodes() -> list[dict[str, Any]]:
+    """Ray's alive nodes."""
+    return [node for node in _all_nodes() if node.get("Alive")]
 
 
 def _available() -> dict[str, float]:
@@ -536,6 +749,16 @@ def _describe(resources: dict[str, float]) -> str:
         if not name.startswith("node:")
     ]
     return ", ".join(shown) or "nothing"
+
+
+def _tether(group: int) -> None:
+    """Start the pod's tether (module docstring, step 4) for process group ``group``; best effort."""
+    start = _start_time(os.getpid())
+    if start is None:
+        return
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        argv = [sys.executable, "-I", "-c", _TETHER, str(os.getpid()), start, str(group)]
+        subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, timeout=10, check=False)
 
 
 def _kill_actor(actor: Any) -> None:
