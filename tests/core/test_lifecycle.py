@@ -382,7 +382,7 @@ CASES = [
         instant=False,
     ),
     Case(
-        "live: a victim whose pods succeed while being stopped has finished: it is not requeued",
+        "live: a victim that exits 0 once told to stop (a checkpoint saved) is requeued to resume",
         config(cq()),
         (
             submit("low", 4, 0),
@@ -399,7 +399,7 @@ CASES = [
             ("StateChanged", "low", "Running", 0),
             ("Preempted", "low", "high", 10),
             ("StopPods", "low", "Preempted", 10),
-            ("Ended", "low", "Succeeded", "JobFinished", 12),
+            ("Requeued", "low", "Preempted", None, 12),
             ("Reserved", "high", "Admitted", 12),
             ("StartPods", "high", 1, 12),
         ),

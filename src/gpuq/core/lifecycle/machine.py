@@ -340,13 +340,9 @@ class Lifecycle:
             return
         life.running_pods.discard(event.pod)
         if life.evicting:
-            if event.exit_code == 0 and life.state == S.RUNNING:
-                life.succeeded_pods.add(event.pod)
+            # Requeued whatever the exit code: a pod told to stop that saves a checkpoint and exits 0
+            # has not finished its work, it resumes from the checkpoint (docs/serve.md, checkpoints).
             if not life.running_pods:
-                if self._work_done(life):  # it finished while it was being stopped: done, not requeued
-                    message = f"its pods succeeded while it was being stopped ({life.evicting})"
-                    self._end(life, S.SUCCEEDED, "pods", "JobFinished", message, event.at)
-                    return
                 self._complete_eviction(life, event.at)
             return
         if life.state != S.RUNNING:
@@ -361,15 +357,6 @@ class Lifecycle:
                 self._end(life, S.SUCCEEDED, "pods", "JobFinished", "every pod succeeded", event.at)
             return
         self._pod_failed(life, event.pod, f"pod {event.pod} exited with {event.exit_code}", event.at)
-
-    def _work_done(self, life: Life) -> bool:
-        """Every pod succeeded (a Job's completions), or every pod of its completion pod set did: what
-        a Job controller counts as complete even when the pods were being deleted."""
-        if not life.pods:
-            return False
-        completion = life.policy.completion_pod_set
-        members = [p for p in life.pods if completion is None or p.rsplit("-", 1)[0] == completion]
-        return bool(members) and life.succeeded_pods.issuperset(members)
 
     def _completion_pod_exited(self, life: Life, event: ev.PodExited, pod_set: str) -> None:
         """A pod of the completion pod set ended (a RayJob's submitter): a failure re-runs the whole
