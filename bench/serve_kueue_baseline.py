@@ -342,6 +342,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             str(args.cpus or cut.nominal_cpu),
             "--pods",
             str(args.pods or cut.nominal_cpu + 100),
+            *("--rate-limit", "0"),  # one admin client replays the whole trace and reads every workload back
         ]
         with database(root, args.postgres) as url, running_server(root, url, node) as server:
             with api(server) as admin:
