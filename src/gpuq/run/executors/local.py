@@ -108,6 +108,7 @@ class _Pod:
     code: int | None = None  # the supervisor's exit code, once it has exited
     exited_at: float | None = None  # when an adopted pod's supervisor recorded the exit
     sent: set[int] = field(default_factory=set)  # signals this executor sent
+    resend: signal.Signals | None = None  # a signal that found no process of the command yet: sent again
     server: Forkserver | None = None  # the forkserver that forked it and reports its status (leader set)
 
 
@@ -486,6 +487,8 @@ class LocalExecutor:
                 continue
             if pod.code is None and pod.kill_at is not None and now >= pod.kill_at:
                 self._kill(pod)
+            elif pod.code is None and pod.resend is not None:
+                self._signal(pod, pod.resend)
             ended = False
             if pod.code is None:
                 pod.code = self._leader_code(pod)
@@ -503,7 +506,7 @@ class LocalExecutor:
 
     def _needs_watch(self, pod: _Pod) -> bool:
         """Whether each poll must look at the pod: nothing will tell this executor about it otherwise."""
-        if pod.kill_at is not None or pod.code is not None or pod.process is not None:
+        if pod.kill_at is not None or pod.code is not None or pod.process is not None or pod.resend:
             return True
         return pod.server is None or not pod.server.alive
 
@@ -544,14 +547,22 @@ class LocalExecutor:
 
     def _signal(self, pod: _Pod, sig: signal.Signals) -> None:
         """Send ``sig`` once to every process of the pod, setsid'd ones included, sparing its supervisor
-        (which would forward it) and, sandboxed, bwrap's monitor (whose death would SIGKILL the pod).
-        Once: a second SIGTERM could interrupt the pod's handler of the first."""
+        (which would forward it) and, sandboxed, bwrap's monitor (whose death would SIGKILL the pod) and
+        the init of its PID namespace (which ignores a signal it has no handler for: one sent to it alone
+        is lost). Once: a second SIGTERM could interrupt the pod's handler of the first.
+
+        When nothing of the command runs yet, an unsandboxed pod's supervisor gets it (it forwards it
+        to the command as soon as that exists); a sandboxed pod's is sent again at each poll until a
+        process of the command gets it (:meth:`_scan`)."""
         pod.sent.add(sig)
+        pod.resend = None
         spared = {pod.pid} | (children(pod.pid) if pod.sandboxed else set())
-        pids = self._tracker.pids(pod.key) - spared
+        pids = {pid for pid in self._tracker.pids(pod.key) - spared if not _namespace_init(pid)}
         if not pids and self._leader_code(pod) is None:
-            # Nothing of the command runs yet: the supervisor forwards the signal to it as soon as it
-            # exists (sandboxed, to bwrap, whose end takes the not yet started pod with it).
+            if pod.sandboxed:
+                pod.resend = sig
+                self._watch.add(pod.key)
+                return
             pids = {pod.pid}
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -882,6 +893,19 @@ class LocalExecutor:
 
     def _stamp(self) -> str:
         return datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds")
+
+
+def _namespace_init(pid: int) -> bool:
+    """Whether ``pid`` is the first process of a PID namespace below this one (bwrap's init in a pod)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    for line in status.splitlines():
+        if line.startswith("NSpid:"):
+            ids = line.split()[1:]
+            return len(ids) > 1 and ids[-1] == "1"
+    return False
 
 
 def _still_there(intent: Intent | None, leader: Identity | None) -> bool:
