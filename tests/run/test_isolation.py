@@ -547,3 +547,18 @@ def test_the_reaper_reports_the_commands_own_status(tmp_path: Path) -> None:
         (exit_,) = wait_for_exits(executor)
         assert exit_.exit_code == code, (script, json.dumps(Path(pod.log_path).read_text()))
     executor.close(grace_s=0.2)
+
+
+@pytest.mark.parametrize("grace_s", [10.0, 0.0], ids=["SIGTERM", "SIGKILL"])
+def test_a_stop_sent_as_an_isolated_pod_starts_is_never_lost(world: World, grace_s: float) -> None:
+    """A stop right after ``start`` (a workload preempted in the step that admitted it) ends the pod
+    whatever it had reached: no process yet, the supervisor, bwrap's init, the command."""
+    keys = [f"team-a/stop-{int(grace_s)}-{i}/main-0" for i in range(8)]
+    for i, key in enumerate(keys):
+        script = "trap 'exit 143' TERM; sleep 0.5 & wait; echo RAN-TO-THE-END"
+        world.executor.start(world.launch(key, ["/bin/sh", "-c", script]))
+        time.sleep(0.01 * i)  # the stop finds the pod at another point of its start each time
+        world.executor.terminate(key, grace_s)
+    time.sleep(1.0)  # no poll until the commands would have ended: the stop itself must have reached them
+    exits = wait_for_exits(world.executor, len(keys))
+    assert all(e.exit_code != 0 for e in exits), sorted((e.key, e.exit_code) for e in exits)

@@ -108,7 +108,6 @@ class _Pod:
     code: int | None = None  # the supervisor's exit code, once it has exited
     exited_at: float | None = None  # when an adopted pod's supervisor recorded the exit
     sent: set[int] = field(default_factory=set)  # signals this executor sent
-    resend: signal.Signals | None = None  # a signal that found no process of the command yet: sent again
     server: Forkserver | None = None  # the forkserver that forked it and reports its status (leader set)
 
 
@@ -487,8 +486,6 @@ class LocalExecutor:
                 continue
             if pod.code is None and pod.kill_at is not None and now >= pod.kill_at:
                 self._kill(pod)
-            elif pod.code is None and pod.resend is not None:
-                self._signal(pod, pod.resend)
             ended = False
             if pod.code is None:
                 pod.code = self._leader_code(pod)
@@ -506,7 +503,7 @@ class LocalExecutor:
 
     def _needs_watch(self, pod: _Pod) -> bool:
         """Whether each poll must look at the pod: nothing will tell this executor about it otherwise."""
-        if pod.kill_at is not None or pod.code is not None or pod.process is not None or pod.resend:
+        if pod.kill_at is not None or pod.code is not None or pod.process is not None:
             return True
         return pod.server is None or not pod.server.alive
 
@@ -551,18 +548,14 @@ class LocalExecutor:
         the init of its PID namespace (which ignores a signal it has no handler for: one sent to it alone
         is lost). Once: a second SIGTERM could interrupt the pod's handler of the first.
 
-        When nothing of the command runs yet, an unsandboxed pod's supervisor gets it (it forwards it
-        to the command as soon as that exists); a sandboxed pod's is sent again at each poll until a
-        process of the command gets it (:meth:`_scan`)."""
+        When nothing of the command runs yet, the supervisor gets it: before it handles signals it dies
+        of it (the command never starts), after, it forwards it to what it started (sandboxed, bwrap,
+        whose end ends the pod: the supervisor then kills what is left). Never only at the next poll:
+        a short pod could end meanwhile."""
         pod.sent.add(sig)
-        pod.resend = None
         spared = {pod.pid} | (children(pod.pid) if pod.sandboxed else set())
         pids = {pid for pid in self._tracker.pids(pod.key) - spared if not _namespace_init(pid)}
         if not pids and self._leader_code(pod) is None:
-            if pod.sandboxed:
-                pod.resend = sig
-                self._watch.add(pod.key)
-                return
             pids = {pod.pid}
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -572,11 +565,17 @@ class LocalExecutor:
         """SIGKILL every process of the pod but its supervisor, which then records the exit and exits (a
         command that has not joined its cgroup yet is still the supervisor's descendant)."""
         pod.sent.add(signal.SIGKILL)
+        members = self._tracker.pids(pod.key) - {pod.pid}
         self._tracker.kill(pod.key)
         if pod.code is None:
-            for pid in descendants(pod.pid):
+            below = descendants(pod.pid)
+            for pid in below:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
+            if not below and not members and self._leader_code(pod) is None:
+                # Nothing of the command exists yet: the supervisor goes, before it can start it.
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pod.pid, signal.SIGKILL)
 
     def _kill_supervisor(self, pod: _Pod) -> None:
         """The last resort of ``close``: SIGKILL the supervisor's whole group (an unreaped child's group
