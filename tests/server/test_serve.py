@@ -68,7 +68,7 @@ class Serve:
             stderr=subprocess.STDOUT,
             text=True,
         )
-        wait_for(lambda: self._healthy(), 20, "the server to answer /healthz")
+        wait_for(lambda: self._healthy(), 60, "the server to answer /healthz")  # imports: slow when loaded
 
     def _healthy(self) -> bool:
         assert self.process is not None
