@@ -79,7 +79,7 @@ for d in $(echo "${{CUDA_VISIBLE_DEVICES:-}}" | tr , ' '); do
 done
 trap 'kill $child 2>/dev/null; echo "term $GPUQ_ATTEMPT $(now) $$" >> "$M"; exit 143' TERM
 sleep {seconds} & child=$!
-wait $child
+wait $child || exit $?  # its sleep killed by the pod's stop (gpuq signals every process): not an end
 echo "end $GPUQ_ATTEMPT $(now) $$ ${{CUDA_VISIBLE_DEVICES:--}}" >> "$M"
 """
 """A pod: marks its start, locks its GPUs (flock: held while any of its processes lives), sleeps,
