@@ -244,9 +244,11 @@ def _continue(simulation: Simulation, settings: ForecastSettings) -> dict[str, O
         horizon_s=settings.horizon_s,
     )
     for key, times in modelled.items():
-        previous = simulation.runs[key]
-        admitted = previous.first_admitted if previous.first_admitted is not None else times.admitted_at
-        started = previous.first_started if previous.first_started is not None else times.started_at
+        previous = simulation.runs.get(key)  # none for a workload the simulation never admitted
+        first_admitted = previous.first_admitted if previous is not None else None
+        first_started = previous.first_started if previous is not None else None
+        admitted = first_admitted if first_admitted is not None else times.admitted_at
+        started = first_started if first_started is not None else times.started_at
         outcomes[key] = Outcome(admitted, started, times.ended_at, modelled=True)
     return outcomes
 
