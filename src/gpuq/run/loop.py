@@ -205,17 +205,22 @@ class ControlLoop:
         now = self.clock()
         feed: Feed | None = None
         version = self.store.resource_version()
-        if version != self._seen_version:  # nothing was written since the last look: nothing new
+        if version != self._seen_version and (not self._recovered or self.life is None):
+            # No position in the feed yet (a new leader recovers from the store once): the objects only.
+            objects = self.store.objects_signature()
+            if objects != self._objects or self.life is None:
+                self._reload_config(now)
+                self._objects = objects
+        elif version != self._seen_version:  # nothing was written since the last look: nothing new
             feed = self.store.read_feed(self._feed_at)
-            if feed.objects != self._objects or self.life is None:
+            if feed.objects != self._objects:
                 self._reload_config(now)
                 self._objects = feed.objects
         if self.life is None:
             return
         if not self._recovered:
-            self._recover(now)
+            self._recover(now)  # reads everything up to its own position in the feed
             self._recovered = True
-            feed = None  # the recovery read everything up to its own position
         if self.services is not None:
             self.services.step(self, now)
         if feed is not None:

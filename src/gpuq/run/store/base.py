@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gpuq.run.store.engine import WRITE_OPTION, make_engine, normalize_url
 from gpuq.run.store.models import RESOURCE_VERSION, Counter, LeaseRow
-from gpuq.run.store.notify import CHANNEL, local_signal
+from gpuq.run.store.notify import channel_for, local_signal
 from gpuq.run.store.records import Fence, LeaseLost, StoreConflict
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -82,6 +82,7 @@ class StoreBase:
         self._writes = sessionmaker(
             self._engine.execution_options(**{WRITE_OPTION: True}), expire_on_commit=False
         )
+        self._channel: str | None = None  # PostgreSQL's NOTIFY channel of this store's schema
         self.fence: Fence | None = None
         """Set on the leader's store: every state-changing method checks it first (module docstring)."""
 
@@ -183,7 +184,11 @@ class StoreBase:
                 if write.changed:
                     session.flush()
                     if notify and self.backend == "postgresql":
-                        session.execute(text(f"NOTIFY {CHANNEL}"))
+                        if self._channel is None:
+                            self._channel = channel_for(
+                                session.execute(text("SELECT current_schema()")).scalar()
+                            )
+                        session.execute(text(f"NOTIFY {self._channel}"))
                 else:
                     session.rollback()
                     notify = False

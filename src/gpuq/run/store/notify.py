@@ -5,8 +5,8 @@ Notifications are hints, never the record: the leader reads what changed from th
 cheap read. Two sources wake it:
 
 * PostgreSQL: every write that the leader must learn of at once (a submission, a deletion, an
-  object) sends ``NOTIFY gpuq_changes`` in its transaction, which PostgreSQL delivers at commit to
-  every session that ran ``LISTEN gpuq_changes``, whichever replica wrote;
+  object) sends ``NOTIFY gpuq_changes_<schema>`` in its transaction, which PostgreSQL delivers at commit to
+  every session that ran ``LISTEN`` on it, whichever replica wrote;
 * this process: the same writes set an in-process signal per database, so an API on the same
   server wakes its leader on SQLite too (other processes writing one SQLite file are seen at the
   leader's next interval).
@@ -15,16 +15,25 @@ cheap read. Two sources wake it:
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from typing import Any
 
 from sqlalchemy.engine import URL
 
 CHANNEL = "gpuq_changes"
+"""The channel's prefix; the schema the store's tables live in completes it (:func:`channel_for`)."""
 _log = logging.getLogger(__name__)
 _signals: dict[str, threading.Event] = {}
 _generations: dict[str, int] = {}
 _signals_lock = threading.Lock()
+
+
+def channel_for(schema: str | None) -> str:
+    """The NOTIFY channel of the store whose tables are in ``schema``: ``LISTEN`` is per database, not
+    per schema, so two control planes in two schemas of one database must not wake each other."""
+    cleaned = re.sub(r"[^a-z0-9_]", "_", (schema or "").lower())[:40]
+    return f"{CHANNEL}_{cleaned}" if cleaned else CHANNEL
 
 
 def local_signal(url: URL) -> threading.Event:
@@ -55,6 +64,7 @@ class Wakeup:
         self.url = url
         self._local = local_signal(url)
         self._listening: Any = None  # the psycopg connection that LISTENs (PostgreSQL)
+        self._channel = CHANNEL
         self._postgres = url.get_backend_name() == "postgresql"
 
     def interrupt(self) -> None:
@@ -62,7 +72,7 @@ class Wakeup:
         self._local.set()
         if self._listening is not None:
             try:
-                self._listening.execute(f"NOTIFY {CHANNEL}")
+                self._listening.execute(f"NOTIFY {self._channel}")
             except Exception:  # a hint only; the next wait reconnects
                 self._drop()
 
@@ -97,7 +107,9 @@ class Wakeup:
             try:
                 conninfo = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
                 self._listening = psycopg.connect(conninfo, autocommit=True)
-                self._listening.execute(f"LISTEN {CHANNEL}")
+                schema = self._listening.execute("SELECT current_schema()").fetchone()
+                self._channel = channel_for(schema[0] if schema else None)
+                self._listening.execute(f"LISTEN {self._channel}")
             except Exception as error:  # fall back to the interval
                 _log.warning("cannot LISTEN on PostgreSQL (%s); polling the store", error)
                 self._drop()
