@@ -264,7 +264,7 @@ def test_a_gang_lands_on_both_nodes_exactly_where_placement_bound_it(
 ) -> None:
     store, loop, _ = plane
     submit(store, job("gang", "import time; time.sleep(0.5)", pods=4))
-    run_until(loop, lambda: state(store, "team-a", "gang") == "Succeeded", timeout=60)
+    run_until(loop, lambda: state(store, "team-a", "gang") == "Succeeded", timeout=180)
     record = store.get_workload("team-a", "gang")
     assert record is not None
     pods = store.pods_of(record.id)
@@ -298,11 +298,11 @@ def test_a_lost_node_evicts_its_workload_which_runs_once_on_the_survivor(
     # The head's GPUs are taken first, so that the job's pod can only go to the worker.
     filler = f"import os, time\nwhile not os.path.exists({str(release)!r}): time.sleep(0.05)"
     submit(store, job("filler", filler, gpus=2, nodeSelector={"kubernetes.io/hostname": head}))
-    run_until(loop, lambda: state(store, "team-a", "filler") == "Running", timeout=30)
+    run_until(loop, lambda: state(store, "team-a", "filler") == "Running", timeout=90)
     noting = job("noting", NOTING)
     noting["spec"]["template"]["spec"]["containers"][0]["args"] = [str(notes), str(go)]
     submit(store, noting)
-    run_until(loop, lambda: notes.exists() and notes.read_text().startswith("start"), timeout=30)
+    run_until(loop, lambda: notes.exists() and notes.read_text().startswith("start"), timeout=90)
     _, node, pid = notes.read_text().split()
     assert node == WORKER_IP
 
@@ -310,11 +310,11 @@ def test_a_lost_node_evicts_its_workload_which_runs_once_on_the_survivor(
     record = store.get_workload("team-a", "noting")
     assert record is not None
     evicted = lambda: any(c.reason == "NodeFailures" for c in store.conditions(record.id))  # noqa: E731
-    run_until(loop, evicted, timeout=30)
+    run_until(loop, evicted, timeout=90)
     assert not running(int(pid))  # the dead node's pod runs nowhere
     go.touch()
     release.touch()
-    run_until(loop, lambda: state(store, "team-a", "noting") == "Succeeded", timeout=45)
+    run_until(loop, lambda: state(store, "team-a", "noting") == "Succeeded", timeout=135)
     lines = notes.read_text().split("\n")
     starts = [line.split()[1] for line in lines if line.startswith("start")]
     dones = [line.split()[1] for line in lines if line.startswith("done")]
