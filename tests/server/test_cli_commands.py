@@ -96,3 +96,12 @@ def test_logs_print_the_pod_output(plane: Plane, gpuq: Gpuq) -> None:
     (directory / "main-0.log").write_text("one\ntwo\nthree")
     result = gpuq("logs", "a", "-n", "team-a", "--tail", "2", token=plane.team_a)
     assert result.exit_code == 0 and result.stdout == "two\nthree\n"
+
+
+@pytest.mark.parametrize("chunk", ["1", "2", "0", "500"])
+def test_get_workloads_reads_every_page(plane: Plane, gpuq: Gpuq, tmp_path: Path, chunk: str) -> None:
+    text = dump(*(job(f"w{i}") for i in range(5)))
+    assert gpuq("apply", "-f", write(tmp_path / "w.yaml", text), token=plane.team_a).exit_code == 0
+    listed = gpuq("get", "workloads", "--chunk-size", chunk, "-o", "json", token=plane.team_a)
+    assert listed.exit_code == 0, listed.output
+    assert [w["name"] for w in json.loads(listed.stdout)] == [f"w{i}" for i in range(5)]

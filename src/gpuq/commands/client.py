@@ -39,6 +39,8 @@ ServerOption = Annotated[str | None, typer.Option("--server", help="Server URL (
 TokenOption = Annotated[str | None, typer.Option("--token", help="Bearer token (default: the context file).")]
 NamespaceOption = Annotated[str | None, typer.Option("--namespace", "-n", help="Namespace.")]
 OutputOption = Annotated[Output, typer.Option("--output", "-o", help="table, json or yaml.")]
+DEFAULT_CHUNK = 500
+"""Items per page ``get`` reads a list in (kubectl's ``--chunk-size`` default)."""
 FilesOption = Annotated[
     list[str], typer.Option("--filename", "-f", help="Manifest file, directory (recursive) or - for stdin.")
 ]
@@ -216,13 +218,16 @@ def get_workloads(
     namespace: NamespaceOption = None,
     state: Annotated[str | None, typer.Option("--state", help="Only workloads in this state.")] = None,
     output: OutputOption = Output.TABLE,
+    chunk_size: Annotated[
+        int, typer.Option("--chunk-size", min=0, help="Read the list in pages of this many (0: at once).")
+    ] = DEFAULT_CHUNK,
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
     """Workloads: state, queues, priority, age, and why the pending ones wait."""
     path = f"/namespaces/{namespace}/workloads" if namespace else "/workloads"
     with connect(server, token) as client:
-        items = client.get(path, state=state)["items"]
+        items = client.get_all(path, chunk_size or None, state=state)
     _show(items, output, "Workloads", tables.WORKLOAD_COLUMNS, tables.workload_rows)
 
 

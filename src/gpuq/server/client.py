@@ -49,6 +49,18 @@ class ApiClient:
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params={k: v for k, v in params.items() if v is not None}).json()
 
+    def get_all(self, path: str, chunk_size: int | None, **params: Any) -> list[Any]:
+        """Every item of a paged list, ``chunk_size`` per request (None: one request), following
+        ``continue`` tokens as kubectl's ``--chunk-size`` does."""
+        items: list[Any] = []
+        token: str | None = None
+        while True:
+            page = self.get(path, limit=chunk_size, **params, **{"continue": token})
+            items += page["items"]
+            token = page.get("continue")
+            if not token or chunk_size is None:
+                return items
+
     def text(self, path: str, **params: Any) -> str:
         return self.request("GET", path, params={k: v for k, v in params.items() if v is not None}).text
 

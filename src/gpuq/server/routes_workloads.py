@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse
 
 from gpuq.run.store import PodRecord, Store, UserRecord, WorkloadRecord
-from gpuq.server import views
+from gpuq.server import paging, views
 from gpuq.server.auth import EVENT, Verb, authorize, bearer_user, readable_namespaces
 from gpuq.server.errors import ApiError, not_found
 from gpuq.server.forecasts import ForecastCache, workload_eta
@@ -38,11 +38,6 @@ def _view(request: Request, record: WorkloadRecord, **parts: Any) -> dict[str, A
     return views.workload_view(record, eta=workload_eta(cache, record.namespace, record.name), **parts)
 
 
-def _visible(user: UserRecord, records: Iterable[WorkloadRecord]) -> list[WorkloadRecord]:
-    namespaces = readable_namespaces(user)
-    return [r for r in records if namespaces is None or r.namespace in namespaces]
-
-
 def _workload(request: Request, user: UserRecord, verb: Verb, namespace: str, name: str) -> WorkloadRecord:
     authorize(user, verb, WORKLOAD, namespace)
     record = _store(request).get_workload(namespace, name)
@@ -51,22 +46,60 @@ def _workload(request: Request, user: UserRecord, verb: Verb, namespace: str, na
     return record
 
 
-@router.get("/workloads", summary="Workloads of every namespace the user may read (watchable).")
+Limit = Annotated[
+    int | None, Query(ge=1, le=paging.MAX_LIMIT, description="At most this many items; `continue` reads on.")
+]
+Continue = Annotated[
+    str | None, Query(alias="continue", description="The `continue` token of the previous page.")
+]
+
+
+@router.get("/workloads", summary="Workloads of every namespace the user may read (watchable, paged).")
 def list_all_workloads(
-    request: Request, user: User, version: Version, state: str | None = None, queue: str | None = None
+    request: Request,
+    user: User,
+    version: Version,
+    state: str | None = None,
+    queue: str | None = None,
+    limit: Limit = None,
+    continue_: Continue = None,
 ) -> dict[str, Any]:
-    records = _visible(user, _store(request).list_workloads(states=[state] if state else None))
-    items = [_view(request, r) for r in records if queue is None or r.queue_name == queue]
-    return {"resourceVersion": version, "items": items}
+    namespaces = readable_namespaces(user)
+    return _list(request, version, limit, continue_, state=state, queue=queue, namespaces=namespaces)
 
 
-@router.get("/namespaces/{namespace}/workloads", summary="Workloads of one namespace (watchable).")
+@router.get("/namespaces/{namespace}/workloads", summary="Workloads of one namespace (watchable, paged).")
 def list_workloads(
-    request: Request, namespace: str, user: User, version: Version, state: str | None = None
+    request: Request,
+    namespace: str,
+    user: User,
+    version: Version,
+    state: str | None = None,
+    limit: Limit = None,
+    continue_: Continue = None,
 ) -> dict[str, Any]:
     authorize(user, "list", WORKLOAD, namespace)
-    records = _store(request).list_workloads(states=[state] if state else None, namespace=namespace)
-    return {"resourceVersion": version, "items": [_view(request, r) for r in records]}
+    return _list(request, version, limit, continue_, state=state, namespace=namespace)
+
+
+def _list(
+    request: Request, version: int, limit: int | None, token: str | None, *, state: str | None, **filters: Any
+) -> dict[str, Any]:
+    """One page (all of it without ``limit``): ``continue`` and ``remainingItemCount`` when more follow."""
+    after = paging.decode(token).after_id
+    states = [state] if state else None
+    store = _store(request)
+    records = store.list_workloads(
+        states, after_id=after, limit=None if limit is None else limit + 1, **filters
+    )
+    answer: dict[str, Any] = {"resourceVersion": version}
+    if limit is not None and len(records) > limit:
+        records = records[:limit]
+        last = records[-1].id
+        answer["continue"] = paging.encode(paging.PageToken(last))
+        answer["remainingItemCount"] = store.count_workloads(states, after_id=last, **filters)
+    answer["items"] = [_view(request, r) for r in records]
+    return answer
 
 
 @router.get("/namespaces/{namespace}/workloads/{name}", summary="One workload with pods and conditions.")

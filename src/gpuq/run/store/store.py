@@ -11,7 +11,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -316,16 +316,43 @@ class Store(StoreBase):
             return None if row is None else convert.workload_record(row)
 
     def list_workloads(
-        self, states: Iterable[str] | None = None, namespace: str | None = None
+        self,
+        states: Iterable[str] | None = None,
+        namespace: str | None = None,
+        *,
+        namespaces: Collection[str] | None = None,
+        queue: str | None = None,
+        after_id: int = 0,
+        limit: int | None = None,
     ) -> list[WorkloadRecord]:
-        """Workloads in id (submission) order, optionally only some states or one namespace."""
-        query = select(WorkloadRow).order_by(WorkloadRow.id)
-        if states is not None:
-            query = query.where(WorkloadRow.state.in_(list(states)))
-        if namespace is not None:
-            query = query.where(WorkloadRow.namespace == namespace)
-        with self.transaction() as session:
-            return [convert.workload_record(row) for row in session.scalars(query)]
+        """Workloads in id (submission) order, optionally only some states, one namespace, the
+        ``namespaces`` a user may read, one LocalQueue; ``after_id`` and ``limit`` read one page
+        (the API's ``limit`` / ``continue``) with the filters applied in the query, so a page is full."""
+        query = select(WorkloadRow.__table__).order_by(WorkloadRow.id)
+        query = _workload_filters(query, states, namespace, namespaces, queue)
+        if after_id:
+            query = query.where(WorkloadRow.id > after_id)
+        if limit is not None:
+            query = query.limit(limit)
+        with self.reading() as connection:
+            return [convert.workload_record(cast(WorkloadRow, row)) for row in connection.execute(query)]
+
+    def count_workloads(
+        self,
+        states: Iterable[str] | None = None,
+        namespace: str | None = None,
+        *,
+        namespaces: Collection[str] | None = None,
+        queue: str | None = None,
+        after_id: int = 0,
+    ) -> int:
+        """How many workloads :meth:`list_workloads` with the same filters would return (a list's
+        ``remainingItemCount``)."""
+        query = _workload_filters(select(func.count(WorkloadRow.id)), states, namespace, namespaces, queue)
+        if after_id:
+            query = query.where(WorkloadRow.id > after_id)
+        with self.reading() as connection:
+            return int(connection.execute(query).scalar_one())
 
     def set_workload_state(
         self, workload_id: int, state: str, *, condition: ConditionRecord | None = None, **fields: object
@@ -578,3 +605,21 @@ class Store(StoreBase):
                 return False
             row.token_hash = token_hash(token)
             return True
+
+
+def _workload_filters(
+    query: Any,
+    states: Iterable[str] | None,
+    namespace: str | None,
+    namespaces: Collection[str] | None,
+    queue: str | None,
+) -> Any:
+    if states is not None:
+        query = query.where(WorkloadRow.state.in_(list(states)))
+    if namespace is not None:
+        query = query.where(WorkloadRow.namespace == namespace)
+    if namespaces is not None:
+        query = query.where(WorkloadRow.namespace.in_(sorted(namespaces)))
+    if queue is not None:
+        query = query.where(WorkloadRow.queue_name == queue)
+    return query
