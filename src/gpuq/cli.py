@@ -1,4 +1,9 @@
-"""The ``gpuq`` command: one thin function per verb."""
+"""The ``gpuq`` command: one thin function per verb.
+
+Start-up is a feature (``gpuq --help`` answers in a fraction of a second): this module and the
+``gpuq.commands`` modules import at their top only what the verbs' signatures need; a verb imports
+the loader, the engine, the simulator, the store or the server in its body, when it runs.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +13,11 @@ from typing import Annotated
 import typer
 
 from gpuq import __version__
-from gpuq.api.loader import load
 from gpuq.commands import client
-from gpuq.commands.admit import admit_snapshot, placer_after
 from gpuq.commands.diff import diff
 from gpuq.commands.export import export_app
 from gpuq.commands.forecast import forecast_accuracy
 from gpuq.commands.k8s_import import import_app
-from gpuq.commands.nodes import node_detail, nodes_document, nodes_table
 from gpuq.commands.pack import pack
 from gpuq.commands.render import OutputFormat, err, error, out, print_diagnostics, write_document
 from gpuq.commands.serve import serve, users_app
@@ -88,6 +90,8 @@ def validate(files: FilesOption) -> None:
 
     A workload Kueue would keep pending for ever (it can never fit its ClusterQueue, its LocalQueue
     does not exist) is an error here; the other verbs load it and leave it pending."""
+    from gpuq.api.loader import load
+
     result = load(files, stdin=sys.stdin, strict=True)
     print_diagnostics(result.diagnostics)
     if result.errors:
@@ -154,6 +158,8 @@ def admit(
     nodes too, and topology-aware pod sets are admitted only where a topology domain holds them.
     Add a job's manifest to a snapshot and --eta to ask when it would start.
     """
+    from gpuq.commands.admit import admit_snapshot
+
     admit_snapshot(
         files + (nodes or []),
         cycles=cycles,
@@ -187,6 +193,9 @@ def get_nodes(
     if not files:
         client.get_nodes(output.value, server, token)
         return
+    from gpuq.commands.admit import placer_after
+    from gpuq.commands.nodes import nodes_document, nodes_table
+
     document = nodes_document(placer_after(files, admit_first, policy))
     if output != OutputFormat.TABLE:
         write_document(document, output)
@@ -203,6 +212,9 @@ def describe_node(
     policy: PolicyOption = "binpack",
 ) -> None:
     """One node: labels (GPU Feature Discovery's included), taints, resources, GPUs, MIG slices, pods."""
+    from gpuq.commands.admit import placer_after
+    from gpuq.commands.nodes import node_detail
+
     placer = placer_after(files, admit_first, policy)
     capacity = placer.nodes.get(name)
     if capacity is None:

@@ -83,7 +83,7 @@ def test_an_invalid_object_exits_1_names_it_and_writes_nothing(
         files["20-kueue.yaml"] = [*files["20-kueue.yaml"], {**queue, "spec": {}}]
         return Export(files)
 
-    monkeypatch.setattr("gpuq.commands.export.build_export", with_a_broken_queue)
+    monkeypatch.setattr("gpuq.k8s.export.build_export", with_a_broken_queue)
     result = runner.invoke(app, ["export", "k8s", "-f", EXAMPLE, "-o", str(tmp_path / "out")])
     assert result.exit_code == 1
     assert "invalid: 20-kueue.yaml: LocalQueue/q: spec.clusterQueue: is required" in result.output

@@ -68,7 +68,9 @@ def test_without_limit_the_whole_list_comes_in_one_answer(plane: Plane) -> None:
     ],
     ids=["garbage", "other-version", "negative"],
 )
-def test_a_bad_token_is_refused_naming_the_parameter(plane: Plane, params: dict[str, str], message: str) -> None:
+def test_a_bad_token_is_refused_naming_the_parameter(
+    plane: Plane, params: dict[str, str], message: str
+) -> None:
     answer = plane.get("/workloads", plane.admin, limit=2, **params)
     assert answer.status_code == 400
     assert message in answer.json()["message"]

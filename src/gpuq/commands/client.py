@@ -19,10 +19,10 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from gpuq.api.loader import STDIN, expand_path, parse_documents
-from gpuq.server import tables
-
 if TYPE_CHECKING:
+    from types import ModuleType
+
+    from gpuq.server import tables
     from gpuq.server.client import ApiClient
 
 out = Console(width=None if sys.stdout.isatty() else 200)
@@ -44,6 +44,13 @@ DEFAULT_CHUNK = 500
 FilesOption = Annotated[
     list[str], typer.Option("--filename", "-f", help="Manifest file, directory (recursive) or - for stdin.")
 ]
+
+
+def _tables() -> ModuleType:
+    """The table shapes, imported when a verb prints (they reach the engine's state names)."""
+    from gpuq.server import tables
+
+    return tables
 
 
 @contextmanager
@@ -80,6 +87,8 @@ def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) ->
 
 
 def _texts(files: list[str]) -> Iterator[tuple[str, str]]:
+    from gpuq.api.loader import STDIN, expand_path
+
     for path in files:
         if path == "-":
             yield STDIN, sys.stdin.read()
@@ -162,7 +171,7 @@ def dry_run_text(answer: dict[str, Any]) -> str:
     eta = answer.get("eta")
     if not eta:
         return f"{name}: no forecast (dry run: nothing was submitted)"
-    pairs = dict(tables.forecast_summary({"state": "Pending", "eta": eta}))
+    pairs = dict(_tables().forecast_summary({"state": "Pending", "eta": eta}))
     lines = [f"{name} would start {pairs['Start']} (UTC; dry run: nothing was submitted)"]
     lines += [f"  {label.lower() + ':':<11}{pairs[label]}" for label in ("Admission", "End", "Runtime")]
     return "\n".join(lines)
@@ -181,6 +190,7 @@ def delete(
     token: TokenOption = None,
 ) -> None:
     """Delete a workload (its running pods are stopped) or an object, by name or by manifest."""
+    from gpuq.api.loader import parse_documents
     from gpuq.server.kinds import document_key, object_path, resolve_kind
 
     targets: list[tuple[str, str, str]] = []
@@ -228,7 +238,7 @@ def get_workloads(
     path = f"/namespaces/{namespace}/workloads" if namespace else "/workloads"
     with connect(server, token) as client:
         items = client.get_all(path, chunk_size or None, state=state)
-    _show(items, output, "Workloads", tables.WORKLOAD_COLUMNS, tables.workload_rows)
+    _show(items, output, "Workloads", _tables().WORKLOAD_COLUMNS, _tables().workload_rows)
 
 
 def get_clusterqueues(
@@ -237,7 +247,7 @@ def get_clusterqueues(
     """ClusterQueues with their cohort, nominal quotas and workload counts."""
     with connect(server, token) as client:
         items = client.get("/clusterqueues")["items"]
-    _show(items, output, "ClusterQueues", tables.CLUSTER_QUEUE_COLUMNS, tables.cluster_queue_rows)
+    _show(items, output, "ClusterQueues", _tables().CLUSTER_QUEUE_COLUMNS, _tables().cluster_queue_rows)
 
 
 def get_localqueues(
@@ -250,7 +260,7 @@ def get_localqueues(
     path = f"/namespaces/{namespace}/localqueues" if namespace else "/localqueues"
     with connect(server, token) as client:
         items = client.get(path)["items"]
-    _show(items, output, "LocalQueues", tables.LOCAL_QUEUE_COLUMNS, tables.local_queue_rows)
+    _show(items, output, "LocalQueues", _tables().LOCAL_QUEUE_COLUMNS, _tables().local_queue_rows)
 
 
 SERVICE_COLUMNS: tuple[str, ...] = ("NAMESPACE", "NAME", "TRAFFIC", "AUTOSCALER", "MIN", "MAX", "DESIRED")
@@ -320,14 +330,14 @@ def get_pending(
     )
     with connect(server, token) as client:
         items = client.get(path)["items"]
-    _show(items, output, "Pending workloads", tables.PENDING_COLUMNS, tables.pending_rows)
+    _show(items, output, "Pending workloads", _tables().PENDING_COLUMNS, _tables().pending_rows)
 
 
 def get_nodes(output: str = "table", server: str | None = None, token: str | None = None) -> None:
     """``gpuq get nodes`` without ``-f``: the server's live nodes and the devices in use."""
     with connect(server, token) as client:
         items = client.get("/nodes")["items"]
-    _show(items, Output(output), "Nodes", tables.NODE_COLUMNS, tables.node_rows)
+    _show(items, Output(output), "Nodes", _tables().NODE_COLUMNS, _tables().node_rows)
 
 
 def describe_workload(
@@ -346,6 +356,7 @@ def describe_workload(
     if output != Output.TABLE:
         _write({**workload, "events": events}, output)
         return
+    tables = _tables()
     for label, value in tables.workload_summary(workload):
         out.print(f"{label + ':':<14}{value}", highlight=False, markup=False, soft_wrap=True)
     forecast = tables.forecast_summary(workload)

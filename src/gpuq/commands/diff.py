@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import sys
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpuq.k8s.diff import DiffInputError, DiffResult, as_document, diff_paths, show, side_texts
+if TYPE_CHECKING:
+    from gpuq.k8s.diff import DiffResult
+
 
 out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
@@ -31,6 +33,8 @@ def diff(
     """Compare two configurations object by object (kind/namespace/name) and field by field, ignoring
     server-managed metadata and status, with quantities and Kueue defaults normalised. Exit status:
     0 equal, 1 different, 2 bad input."""
+    from gpuq.k8s.diff import DiffInputError, as_document, diff_paths, side_texts
+
     stdin = sys.stdin.read() if "-" in (old, new) else None
     try:
         result = diff_paths(side_texts([old], stdin), side_texts([new], stdin))
@@ -49,6 +53,8 @@ def diff(
 
 def text(result: DiffResult) -> str:
     """Plain lines: ``~ Kind/name`` then ``    field: old → new`` per change; a count at the end."""
+    from gpuq.k8s.diff import show
+
     lines = []
     for obj in result.objects:
         lines.append(f"{MARKS[obj.change]} {obj.ref}")
@@ -68,6 +74,8 @@ def _table(result: DiffResult) -> None:
     if result.equal:
         out.print("no differences")
         return
+    from gpuq.k8s.diff import show
+
     table = Table(title="Differences", title_justify="left")
     for column in ("", "object", "field", "old", "new"):
         table.add_column(column, overflow="fold")

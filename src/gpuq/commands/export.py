@@ -8,10 +8,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from gpuq.api.loader import load
-from gpuq.k8s.export import build_export, check_export, render_stream, write_export
 from gpuq.k8s.export_common import ExportOptions, KueueVersion, PodSecurityLevel, Provisioner
-from gpuq.k8s.export_validate import ExportInvalid, schema_version
 
 export_app = typer.Typer(
     help="Write configuration for other systems (Prometheus alert rules, Kubernetes manifests).",
@@ -147,6 +144,10 @@ def k8s(
     ] = "default",
 ) -> None:
     """Write the configuration as Kubernetes manifests for a real Kueue cluster (docs/kubernetes.md)."""
+    from gpuq.api.loader import load
+    from gpuq.k8s.export import build_export, check_export, render_stream, write_export
+    from gpuq.k8s.export_validate import ExportInvalid, schema_version
+
     options = ExportOptions(
         provisioner=provisioner,
         kueue_version=kueue_version,

@@ -5,19 +5,20 @@ from __future__ import annotations
 import json
 import sys
 from enum import StrEnum
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpuq.api.kueue import parse_duration
-from gpuq.forecast.forecast import DEFAULT_EXACT_STARTS, DEFAULT_HORIZON_S, ForecastSettings
-from gpuq.forecast.replay import Accuracy, BandAccuracy, ProbeStats, accuracy, probe_times
-from gpuq.sim.scenario import PreparedVariant, ScenarioError, load_workloads, plan_scenario, prepare
-from gpuq.sim.traces.model import TraceError
+from gpuq.forecast.defaults import DEFAULT_EXACT_STARTS, DEFAULT_HORIZON_S
 from gpuq.snapshot.runtimes import EstimatorSettings
+
+if TYPE_CHECKING:
+    from gpuq.forecast.forecast import ForecastSettings
+    from gpuq.forecast.replay import Accuracy, BandAccuracy, ProbeStats
+    from gpuq.sim.scenario import PreparedVariant
 
 out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
@@ -83,6 +84,10 @@ def forecast_accuracy(
     """Replay the Scenario, forecast every waiting workload's start at each probe time as a live
     cluster would (runtimes learned only from runs finished by then), and compare with the actual
     starts: error quantiles and the share inside the forecast range, per queue-depth band."""
+    from gpuq.api.kueue import parse_duration
+    from gpuq.forecast.forecast import ForecastSettings
+    from gpuq.forecast.replay import probe_times
+
     try:
         settings = EstimatorSettings(low=low, high=high, min_runs=min_runs)
         interval = parse_duration(every)
@@ -114,6 +119,9 @@ def forecast_accuracy(
 
 def _prepare(files: list[str], variant: str | None) -> tuple[str, PreparedVariant]:
     """The scenario's name and the one variant to replay, or the loader's diagnostics and exit 1."""
+    from gpuq.sim.scenario import ScenarioError, load_workloads, plan_scenario, prepare
+    from gpuq.sim.traces.model import TraceError
+
     try:
         plan = plan_scenario(files, variant=variant)
         workloads = load_workloads(plan)
@@ -138,6 +146,8 @@ def _run(
     ahead: ForecastSettings,
     quiet: bool,
 ) -> Accuracy:
+    from gpuq.forecast.replay import accuracy
+
     with Progress(
         TextColumn("[bold]forecasts"),
         BarColumn(),

@@ -6,14 +6,14 @@ import sys
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpuq.api.kueue import parse_duration, parse_timestamp
-from gpuq.k8s.importer import LAYOUT, ImportResult, ImportSettings, import_dump, scenario_name, write_files
+if TYPE_CHECKING:
+    from gpuq.k8s.importer import ImportResult, ImportSettings
 
 import_app = typer.Typer(help="Import live clusters as gpuq scenarios (k8s).", no_args_is_help=True)
 out = Console(width=None if sys.stdout.isatty() else 200)
@@ -55,6 +55,8 @@ def import_k8s(
 ) -> None:
     """Import a cluster dump: nodes as NodePools, Kueue objects as written, current Workloads as state,
     their history as a trace. Errors write nothing (exit 1); warnings are printed."""
+    from gpuq.k8s.importer import import_dump, write_files
+
     settings = _settings(output, name, nodes, now, assume)
     if output.exists() and any(output.iterdir()) and not force:
         _fail(f"{output} is not empty (give --force to overwrite the files of an import there)", 2)
@@ -70,6 +72,9 @@ def import_k8s(
 def _settings(
     output: Path, name: str | None, nodes: NodesMode, now: str | None, assume: str | None
 ) -> ImportSettings:
+    from gpuq.api.kueue import parse_duration, parse_timestamp
+    from gpuq.k8s.importer import ImportSettings, scenario_name
+
     try:
         now_s = parse_timestamp(now) if now is not None else None
         assume_s = parse_duration(assume) if assume is not None else None
@@ -99,6 +104,8 @@ def _fail(message: str, code: int) -> NoReturn:
 
 
 def _summary(result: ImportResult, output: Path) -> None:
+    from gpuq.k8s.importer import LAYOUT
+
     table = Table(title=f"Node pools ({sum(len(p.nodes) for p in result.pools)} nodes)", title_justify="left")
     for column in (
         "pool",

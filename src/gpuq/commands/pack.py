@@ -10,15 +10,16 @@ import json
 import sys
 import time
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from gpuq.core.placement.policies import PolicyName
-from gpuq.pack.experiment import PackResult, run_pack
-from gpuq.pack.openb import OpenbError, read_nodes, read_pods
+
+if TYPE_CHECKING:
+    from gpuq.pack.experiment import PackResult
 
 TABLE_STEP_PCT = 10
 
@@ -51,6 +52,9 @@ def pack(
 ) -> None:
     """Place a shuffled, tuned pod list on the nodes with one policy (the FGD paper's experiment) and
     print GPU allocation, fragmentation and failed pods per percent of arrived GPU demand."""
+    from gpuq.pack.experiment import run_pack
+    from gpuq.pack.openb import OpenbError, read_nodes, read_pods
+
     err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
     started = time.perf_counter()
     try:

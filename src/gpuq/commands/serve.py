@@ -21,17 +21,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpuq.core.nodes import Node
 from gpuq.core.placement.scoring import CHOOSERS
-from gpuq.forecast.forecast import DEFAULT_EXACT_STARTS, PARALLEL_MIN, ForecastSettings
-from gpuq.run.gpus import GPUDevice
-from gpuq.run.store import Store, StoreConflict, default_url
+from gpuq.forecast.defaults import DEFAULT_EXACT_STARTS
 from gpuq.snapshot.runtimes import EstimatorSettings
 
 if TYPE_CHECKING:
+    from gpuq.core.nodes import Node
+    from gpuq.run.gpus import GPUDevice
     from gpuq.run.loop import ControlLoop
     from gpuq.run.sandbox import Isolation
     from gpuq.run.serving.router import Router
+    from gpuq.run.store import Store
     from gpuq.run.xid import XidWatcher
     from gpuq.server.limits import Limits
     from gpuq.server.runner import GpuMonitor
@@ -57,6 +57,8 @@ def _fail(message: str) -> typer.Exit:
 
 
 def _open_store(database: str | None) -> Store:
+    from gpuq.run.store import Store, default_url
+
     try:
         store = Store(database or default_url())
         store.migrate()
@@ -243,7 +245,10 @@ def serve(
     in front of live services."""
     import uvicorn
 
+    from gpuq.forecast.defaults import PARALLEL_MIN
+    from gpuq.forecast.forecast import ForecastSettings
     from gpuq.run.serving.router import Router
+    from gpuq.run.store import default_url
     from gpuq.server.app import create_app
     from gpuq.server.auth import ensure_admin
     from gpuq.server.context import client_address, context_path, write_context
@@ -620,6 +625,7 @@ def users_add(
     database: DatabaseOption = None,
 ) -> None:
     """Create a user and print its token (shown once: only its hash is stored)."""
+    from gpuq.run.store import StoreConflict
     from gpuq.server.auth import add_user
 
     store = _open_store(database)

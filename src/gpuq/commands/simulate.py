@@ -6,29 +6,18 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpuq.sim.metrics import SCHEMA, variant_metrics, workloads_csv
-from gpuq.sim.provisioning import report as provisioning_report
-from gpuq.sim.provisioning.provisioner import Provisioner
-from gpuq.sim.scenario import (
-    PreparedVariant,
-    ScenarioError,
-    ScenarioPlan,
-    load_workloads,
-    plan_scenario,
-    prepare,
-)
-from gpuq.sim.serving.report import ROWS as SERVING_ROWS
-from gpuq.sim.serving.report import batch_only, serving_metrics
-from gpuq.sim.serving.report import cell as serving_cell
-from gpuq.sim.simulator import SimResult
-from gpuq.sim.traces.model import BadRow, TraceError
+if TYPE_CHECKING:
+    from gpuq.sim.provisioning.provisioner import Provisioner
+    from gpuq.sim.scenario import PreparedVariant, ScenarioPlan
+    from gpuq.sim.simulator import SimResult
+    from gpuq.sim.traces.model import BadRow
 
 out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
@@ -73,6 +62,12 @@ def simulate(
 
     Writes metrics.json, workloads.csv and report.html (opens offline) to --out.
     """
+    from gpuq.sim.metrics import SCHEMA, variant_metrics, workloads_csv
+    from gpuq.sim.provisioning import report as provisioning_report
+    from gpuq.sim.scenario import ScenarioError, load_workloads, plan_scenario, prepare
+    from gpuq.sim.serving.report import batch_only, serving_metrics
+    from gpuq.sim.traces.model import TraceError
+
     try:
         plan = plan_scenario(
             files,
@@ -162,6 +157,8 @@ def simulate(
 
 
 def _run(prepared: PreparedVariant, quiet: bool) -> tuple[SimResult, Provisioner | None]:
+    from gpuq.sim.provisioning.provisioner import Provisioner
+
     jobs = prepared.jobs
     last = max(
         [j.workload.creation_time for j in jobs] + [r.remaining_s for r in prepared.residents], default=0.0
@@ -303,6 +300,8 @@ def _print_summary(plan: ScenarioPlan, variants: list[dict[str, Any]]) -> None:
 
 
 def _print_provisioning(variants: list[dict[str, Any]]) -> None:
+    from gpuq.sim.provisioning import report as provisioning_report
+
     """Provisioning and cost side by side (gpuq.sim.provisioning.report)."""
     table = Table(title="Provisioning and cost")
     table.add_column("")
@@ -315,6 +314,9 @@ def _print_provisioning(variants: list[dict[str, Any]]) -> None:
 
 
 def _print_serving(variants: list[dict[str, Any]]) -> None:
+    from gpuq.sim.serving.report import ROWS as SERVING_ROWS
+    from gpuq.sim.serving.report import cell as serving_cell
+
     """Per service, the variants side by side (gpuq.sim.serving.report)."""
     table = Table(title="Serving: per service (latency, SLO attainment, replicas, GPU-hours, cost)")
     table.add_column("")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from gpuq.core.lifecycle import WorkloadState
 from gpuq.core.model import Workload
+from gpuq.forecast.defaults import DEFAULT_EXACT_STARTS, DEFAULT_HORIZON_S, PARALLEL_MIN
 from gpuq.forecast.fork import Forked, can_fork
 from gpuq.forecast.queue_model import Holding, Waiting, continue_queue
 from gpuq.sim.jobs import SimJob
@@ -29,9 +30,6 @@ from gpuq.sim.simulator import NodeChange, Resident, SimSettings, Simulation
 from gpuq.snapshot.cluster import NodeArrival, Snapshot
 from gpuq.snapshot.runtimes import Estimate, Profile, RuntimeEstimator
 
-DEFAULT_HORIZON_S = 30 * 86400.0
-DEFAULT_EXACT_STARTS = 500
-PARALLEL_MIN = 500  # workloads from which the two runs are worth a process each (a fork costs ms)
 SIMULATED = "simulated"
 QUEUE_MODEL = "queue model"
 ARRIVAL_PREFIX = "expected-arrival-"
