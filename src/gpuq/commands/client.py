@@ -39,6 +39,14 @@ ServerOption = Annotated[str | None, typer.Option("--server", help="Server URL (
 TokenOption = Annotated[str | None, typer.Option("--token", help="Bearer token (default: the context file).")]
 NamespaceOption = Annotated[str | None, typer.Option("--namespace", "-n", help="Namespace.")]
 OutputOption = Annotated[Output, typer.Option("--output", "-o", help="table, json or yaml.")]
+SnapshotOption = Annotated[
+    list[str] | None,
+    typer.Option("--filename", "-f", help="Read these manifests (a snapshot) instead of asking a server."),
+]
+AdmitOption = Annotated[
+    bool, typer.Option("--admit", help="With -f: run the scheduling cycles first, as gpuq admit does.")
+]
+PolicyOption = Annotated[str, typer.Option("--policy", help="With -f --admit: placement scoring policy.")]
 DEFAULT_CHUNK = 500
 """Items per page ``get`` reads a list in (kubectl's ``--chunk-size`` default)."""
 FilesOption = Annotated[
@@ -54,8 +62,9 @@ def _tables() -> ModuleType:
 
 
 @contextmanager
-def connect(server: str | None, token: str | None) -> Iterator[ApiClient]:
-    """A client for the resolved server; a :class:`ClientError` becomes its message and exit code 1."""
+def connect(server: str | None, token: str | None, *, offline: bool = False) -> Iterator[ApiClient]:
+    """A client for the resolved server; a :class:`ClientError` becomes its message and exit code 1.
+    ``offline``: the verb also reads manifests with ``-f``, and an unreachable server says so."""
     from gpuq.server.client import ApiClient, ClientError
     from gpuq.server.context import resolve
 
@@ -66,7 +75,8 @@ def connect(server: str | None, token: str | None) -> Iterator[ApiClient]:
     except ClientError as error:
         for diagnostic in error.diagnostics:
             err.print(str(diagnostic.get("text", diagnostic)), highlight=False, markup=False, soft_wrap=True)
-        err.print(f"error: {error}", style="red", highlight=False, markup=False, soft_wrap=True)
+        hint = "; or give -f PATH to read manifests offline" if offline and error.status == 0 else ""
+        err.print(f"error: {error}{hint}", style="red", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(1) from None
 
 
@@ -231,35 +241,63 @@ def get_workloads(
     chunk_size: Annotated[
         int, typer.Option("--chunk-size", min=0, help="Read the list in pages of this many (0: at once).")
     ] = DEFAULT_CHUNK,
+    files: SnapshotOption = None,
+    admit: AdmitOption = False,
+    policy: PolicyOption = "binpack",
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """Workloads: state, queues, priority, age, and why the pending ones wait."""
-    path = f"/namespaces/{namespace}/workloads" if namespace else "/workloads"
-    with connect(server, token) as client:
-        items = client.get_all(path, chunk_size or None, state=state)
+    """Workloads: state, queues, priority, age, and why the pending ones wait (of a server, or of the
+    manifests given with -f)."""
+    if files:
+        from gpuq.commands import offline
+
+        items = offline.workload_items(offline.snapshot(files, admit=admit, policy=policy), namespace)
+        items = [w for w in items if state is None or w["state"] == state]
+    else:
+        path = f"/namespaces/{namespace}/workloads" if namespace else "/workloads"
+        with connect(server, token, offline=True) as client:
+            items = client.get_all(path, chunk_size or None, state=state)
     _show(items, output, "Workloads", _tables().WORKLOAD_COLUMNS, _tables().workload_rows)
 
 
 def get_clusterqueues(
-    output: OutputOption = Output.TABLE, server: ServerOption = None, token: TokenOption = None
+    output: OutputOption = Output.TABLE,
+    files: SnapshotOption = None,
+    admit: AdmitOption = False,
+    policy: PolicyOption = "binpack",
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
-    """ClusterQueues with their cohort, nominal quotas and workload counts."""
-    with connect(server, token) as client:
-        items = client.get("/clusterqueues")["items"]
+    """ClusterQueues with their cohort, nominal quotas and workload counts (of a server, or of -f)."""
+    if files:
+        from gpuq.commands import offline
+
+        items = offline.cluster_queue_items(offline.snapshot(files, admit=admit, policy=policy))
+    else:
+        with connect(server, token, offline=True) as client:
+            items = client.get("/clusterqueues")["items"]
     _show(items, output, "ClusterQueues", _tables().CLUSTER_QUEUE_COLUMNS, _tables().cluster_queue_rows)
 
 
 def get_localqueues(
     namespace: NamespaceOption = None,
     output: OutputOption = Output.TABLE,
+    files: SnapshotOption = None,
+    admit: AdmitOption = False,
+    policy: PolicyOption = "binpack",
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """LocalQueues with their ClusterQueue and workload counts."""
-    path = f"/namespaces/{namespace}/localqueues" if namespace else "/localqueues"
-    with connect(server, token) as client:
-        items = client.get(path)["items"]
+    """LocalQueues with their ClusterQueue and workload counts (of a server, or of -f)."""
+    if files:
+        from gpuq.commands import offline
+
+        items = offline.local_queue_items(offline.snapshot(files, admit=admit, policy=policy), namespace)
+    else:
+        path = f"/namespaces/{namespace}/localqueues" if namespace else "/localqueues"
+        with connect(server, token, offline=True) as client:
+            items = client.get(path)["items"]
     _show(items, output, "LocalQueues", _tables().LOCAL_QUEUE_COLUMNS, _tables().local_queue_rows)
 
 
@@ -316,26 +354,38 @@ def get_pending(
     ] = None,
     namespace: NamespaceOption = None,
     output: OutputOption = Output.TABLE,
+    files: SnapshotOption = None,
+    admit: AdmitOption = False,
+    policy: PolicyOption = "binpack",
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """Pending workloads of a queue in admission order, with their positions and why they wait."""
+    """Pending workloads of a queue in admission order, with their positions and why they wait (of a
+    server, or of -f)."""
     if bool(cluster_queue) == bool(local_queue):
         err.print("error: give --clusterqueue NAME or --localqueue NAME -n NS", style="red", highlight=False)
         raise typer.Exit(1)
+    if files:
+        from gpuq.commands import offline
+
+        taken = offline.snapshot(files, admit=admit, policy=policy)
+        local = (namespace or "default", local_queue) if local_queue else None
+        items = offline.pending_items(taken, cluster_queue=cluster_queue, local_queue=local)
+        _show(items, output, "Pending workloads", _tables().PENDING_COLUMNS, _tables().pending_rows)
+        return
     path = (
         f"/clusterqueues/{cluster_queue}/pendingworkloads"
         if cluster_queue
         else f"/namespaces/{namespace or 'default'}/localqueues/{local_queue}/pendingworkloads"
     )
-    with connect(server, token) as client:
+    with connect(server, token, offline=True) as client:
         items = client.get(path)["items"]
     _show(items, output, "Pending workloads", _tables().PENDING_COLUMNS, _tables().pending_rows)
 
 
 def get_nodes(output: str = "table", server: str | None = None, token: str | None = None) -> None:
     """``gpuq get nodes`` without ``-f``: the server's live nodes and the devices in use."""
-    with connect(server, token) as client:
+    with connect(server, token, offline=True) as client:
         items = client.get("/nodes")["items"]
     _show(items, Output(output), "Nodes", _tables().NODE_COLUMNS, _tables().node_rows)
 
@@ -344,21 +394,43 @@ def describe_workload(
     name: Annotated[str, typer.Argument(help="Workload name (the source's metadata.name).")],
     namespace: NamespaceOption = None,
     output: OutputOption = Output.TABLE,
+    files: SnapshotOption = None,
+    admit: AdmitOption = False,
+    policy: PolicyOption = "binpack",
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
     """One workload: state, queues, why it waits, its pods (node, GPUs, exit code), condition history and
-    events (admitted, started, preempted, evicted, requeued, restarted, finished)."""
-    with connect(server, token) as client:
-        workload = client.get(f"/namespaces/{namespace or 'default'}/workloads/{name}")
-        query = {"namespace": namespace or "default", "kind": "Workload", "name": name}
-        events = client.get("/events", **query)["items"]
+    events (admitted, started, preempted, evicted, requeued, restarted, finished). With -f, the
+    workload of the manifests (by its name or its source's), with no pods or history: nothing ran."""
+    if files:
+        from gpuq.commands import offline
+
+        taken = offline.snapshot(files, admit=admit, policy=policy)
+        found = offline.find_workload(taken, namespace or "default", name)
+        if found is None:
+            err.print(
+                f"error: no workload {name!r} in namespace {namespace or 'default'!r} of the manifests",
+                style="red",
+                highlight=False,
+                markup=False,
+            )
+            raise typer.Exit(1)
+        workload, events = {**found, "pods": [], "conditions": []}, []
+    else:
+        with connect(server, token, offline=True) as client:
+            workload = client.get(f"/namespaces/{namespace or 'default'}/workloads/{name}")
+            query = {"namespace": namespace or "default", "kind": "Workload", "name": name}
+            events = client.get("/events", **query)["items"]
     if output != Output.TABLE:
         _write({**workload, "events": events}, output)
         return
     tables = _tables()
     for label, value in tables.workload_summary(workload):
         out.print(f"{label + ':':<14}{value}", highlight=False, markup=False, soft_wrap=True)
+    if files:
+        out.print("(a snapshot: nothing ran, so no pods, conditions or events)", highlight=False)
+        return
     forecast = tables.forecast_summary(workload)
     if forecast:
         out.print("Forecast:", highlight=False)
