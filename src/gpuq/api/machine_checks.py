@@ -18,7 +18,13 @@ from decimal import Decimal
 from gpuq.api import compute_class, kueue, machines, nodes_convert, provisioning_checks
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest
 from gpuq.api.kube_nodes import base_product
-from gpuq.api.names import Findings, label_problems, label_value_problem, qualified_name_problem
+from gpuq.api.names import (
+    Findings,
+    dns_subdomain_problem,
+    label_problems,
+    label_value_problem,
+    qualified_name_problem,
+)
 from gpuq.api.references import workload_manifests
 from gpuq.core.devices import gfd_labels, sharing_problems
 from gpuq.core.gpus import BUILTIN_MODELS, GPUCatalogue
@@ -72,6 +78,7 @@ def pool_problems(pool: machines.NodePool, catalogue: GPUCatalogue) -> Findings:
     ):
         yield ("spec", "machineType"), f"invalid machine type {spec.machine_type!r}: {problem}"
     yield from _size_problems(spec)
+    yield from _node_name_problems(spec)
     yield from _resource_problems(spec)
     if spec.gpu is not None:
         yield from _gpu_problems(spec.gpu, catalogue)
@@ -95,6 +102,20 @@ def _name_length(pool: machines.NodePool) -> Findings:
             f"node names {name}-{'0' * width} would be longer than {HOSTNAME_MAX} characters "
             f"(the kubernetes.io/hostname label): use at most {HOSTNAME_MAX - 1 - width}",
         )
+
+
+def _node_name_problems(spec: machines.NodePoolSpec) -> Findings:
+    """``nodeNames``: valid, distinct hostnames, no more than the pool's ``max`` nodes."""
+    high = spec.sizes()[2]
+    if len(spec.node_names) > high:
+        yield ("spec", "nodeNames"), f"names {len(spec.node_names)} nodes but the pool holds at most {high}"
+    seen: set[str] = set()
+    for index, name in enumerate(spec.node_names):
+        if problem := dns_subdomain_problem(name):
+            yield ("spec", "nodeNames", index), f"invalid node name {name!r}: {problem}"
+        elif name in seen:
+            yield ("spec", "nodeNames", index), f"node name {name!r} is given twice"
+        seen.add(name)
 
 
 def _size_problems(spec: machines.NodePoolSpec) -> Findings:

@@ -111,8 +111,6 @@ def import_dump(
         by_kind.get("Workload", []), cluster_queues, local_queues, now, settings.assume_s
     )
     diagnostics += nodes.diagnostics + workloads.diagnostics
-    for workload in workloads.state:
-        rename_hosts(workload, nodes.renames, nodes.host_label)
     files = _files(settings, now, objects, nodes, workloads)
     if not any(d.severity == "error" for d in diagnostics):
         diagnostics += _validate(files, settings, now)
@@ -147,22 +145,6 @@ def scenario_name(directory: Path) -> str:
     """A Scenario name from the output directory's name (an RFC 1123 label), else ``imported``."""
     text = re.sub(r"[^a-z0-9-]+", "-", directory.resolve().name.lower()).strip("-")[:63].strip("-")
     return text if text and text[0].isalpha() else "imported"
-
-
-def rename_hosts(workload: dict[str, Any], renames: dict[str, str], host_label: str) -> None:
-    """Point a recorded topology assignment at the pool's names of the nodes it names (in place):
-    a NodePool names its nodes ``<pool>-<index>``, so the host level's values change with them."""
-    admission = (workload.get("status") or {}).get("admission") or {}
-    for assignment in admission.get("podSetAssignments") or []:
-        recorded = assignment.get("topologyAssignment") or {}
-        levels = recorded.get("levels") or []
-        if host_label not in levels:
-            continue
-        at = levels.index(host_label)
-        for domain in recorded.get("domains") or []:
-            values = domain.get("values") or []
-            if at < len(values):
-                values[at] = renames.get(values[at], values[at])
 
 
 def _by_kind(objects: Sequence[DumpObject]) -> dict[str, list[DumpObject]]:
