@@ -17,7 +17,7 @@ from decimal import Decimal
 
 from gpuq.api import compute_class, kueue, machines, nodes_convert, provisioning_checks
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest
-from gpuq.api.kube_nodes import base_product
+from gpuq.api.kube_nodes import GKE_ACCELERATOR_LABEL, GKE_ACCELERATORS, base_product, product_model
 from gpuq.api.names import (
     Findings,
     dns_subdomain_problem,
@@ -317,7 +317,15 @@ def _node_problems(node: machines.Node) -> Findings:
 
 
 def _unknown_product(manifest: Manifest, catalogue: GPUCatalogue) -> Iterator[Diagnostic]:
-    product = manifest.model.metadata.labels.get(machines.PRODUCT_LABEL)
+    labels = manifest.model.metadata.labels
+    product = labels.get(machines.PRODUCT_LABEL)
+    accelerator = labels.get(GKE_ACCELERATOR_LABEL)
+    if not product and accelerator and product_model(labels, catalogue) is None:
+        message = (
+            f"unknown GKE accelerator {accelerator!r}: the node loads without a GPU model "
+            f"(known: {', '.join(sorted(GKE_ACCELERATORS))}; or define a GPUModel with it as an alias)"
+        )
+        yield manifest.diagnostic(("metadata", "labels", GKE_ACCELERATOR_LABEL), message, "warning")
     if product and catalogue.get(base_product(product)) is None:
         message = (
             f"unknown GPU product {product!r}: the node loads without a GPU model "

@@ -28,7 +28,7 @@ from typing import Any
 
 from gpuq.api import machines, nodes_convert
 from gpuq.api.diagnostics import Diagnostic
-from gpuq.api.kube_nodes import MEMORY_LABEL, POOL_LABELS, base_product, node_from_v1
+from gpuq.api.kube_nodes import GKE_ACCELERATOR_LABEL, MEMORY_LABEL, POOL_LABELS, base_product, node_from_v1
 from gpuq.api.machines import HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, PRODUCT_LABEL, ZONE_LABEL, TopologyLabels
 from gpuq.core.devices import gfd_labels
 from gpuq.core.gpus import GPUCatalogue, GPUModelSpec
@@ -201,7 +201,13 @@ def _kept_because(item: _Read, mode: str) -> str:
             return (
                 f"GPU product {product!r} is not in the catalogue and GFD's memory/compute labels are missing"
             )
-        return "it has GPUs but no nvidia.com/gpu.product label (GPU Feature Discovery): the model is unknown"
+        accelerator = node.labels.get(GKE_ACCELERATOR_LABEL)
+        if accelerator:
+            return f"GKE accelerator {accelerator!r} is not in the catalogue (add a GPUModel aliasing it)"
+        return (
+            "it has GPUs but no nvidia.com/gpu.product (GPU Feature Discovery) or "
+            "cloud.google.com/gke-accelerator label: the model is unknown"
+        )
     return ""
 
 
