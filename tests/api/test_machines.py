@@ -161,12 +161,14 @@ def test_pool_expansion(
         ({"count": 2, "max": 120}, ["p-000", "p-001"]),
         ({"min": 1, "max": 4}, ["p-00"]),
         ({"max": 4}, []),
+        ({"count": 3, "nodeNames": ["gke-a", "gke-b"]}, ["gke-a", "gke-b", "p-02"]),
     ],
     ids=[
         "a fixed pool",
         "indexes are padded to the width of max",
         "count defaults to min",
         "min defaults to 0",
+        "given node names come first, later nodes are indexed",
     ],
 )
 def test_node_names(tmp_path: Path, sizes: dict[str, int], names: list[str]) -> None:

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from gpuq.api.loader import load_texts
-from gpuq.api.serving import ServiceSpec, build_services
+from gpuq.api.serving import KSERVE_FRAMEWORKS, ServiceSpec, build_services
 from gpuq.core.autoscaling.keda import ScaledObjectSpec
 from gpuq.core.autoscaling.spec import HPASpec, MetricSourceType, MetricTargetType
 
@@ -291,3 +291,43 @@ def test_errors_carry_the_file_and_line() -> None:
     (error,) = result.errors
     assert str(error).startswith("conf.yaml:")
     assert error.line > 1 and result.config is None
+
+
+# --- KServe framework predictors (pkg/apis/serving/v1beta1/predictor_*.go) ---------------------
+
+
+def isvc(framework: str, resources: str) -> str:
+    return f"""
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: {framework}-iris
+  namespace: serve
+  labels: {{kueue.x-k8s.io/queue-name: inference}}
+spec:
+  predictor:
+    minReplicas: 1
+    maxReplicas: 1
+    {framework}:
+      storageUri: gs://kfserving-examples/models/{framework}/1.0/model
+      resources: {resources}
+"""
+
+
+@pytest.mark.parametrize("framework", KSERVE_FRAMEWORKS)
+def test_a_framework_predictor_takes_its_specs_resources(framework: str) -> None:
+    resources = "{requests: {cpu: '2', memory: 8Gi, nvidia.com/gpu: '1'}, limits: {nvidia.com/gpu: '1'}}"
+    (found,), errors = services(isvc(framework, resources))
+    assert errors == []
+    assert (found.pod_set.requests["nvidia.com/gpu"], found.pod_set.requests["cpu"]) == (1, 2000)
+    assert found.model_uri == f"gs://kfserving-examples/models/{framework}/1.0/model"
+
+
+def test_a_predictor_without_model_or_containers_names_the_field() -> None:
+    bad = isvc("sklearn", "{}").replace("sklearn:", "notaframework:")
+    _found, errors = services(bad)
+    assert any(
+        e.startswith("InferenceService/notaframework-iris: spec.predictor: needs a model")
+        or "spec.predictor: needs a model" in e
+        for e in errors
+    ), errors

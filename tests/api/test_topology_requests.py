@@ -474,7 +474,7 @@ RECORDED = [
         slices:
         - domainCount: 2
           valuesPerLevel:
-          - individual: {roots: ["1", "2"], commonPrefix: gke-pool-, commonSuffix: -x}
+          - individual: {roots: ["1", "2"], prefix: gke-pool-, suffix: -x}
           podCounts: {individual: [1, 1]}
         """,
         ((HOST,), ((("gke-pool-1-x",), 1), (("gke-pool-2-x",), 1))),

@@ -15,6 +15,7 @@ from gpuq.api.loader import load
 from gpuq.cli import app
 from gpuq.k8s.importer import ImportSettings, import_dump
 from gpuq.sim.scenario import load_workloads, plan_scenario, prepare
+from gpuq.sim.simulator import Simulation
 
 DUMP = Path(__file__).parent / "data" / "cluster-dump.yaml"
 runner = CliRunner()
@@ -89,7 +90,7 @@ def test_kueue_objects_are_kept_without_status_or_server_metadata(imported: Path
     assert vision["spec"]["cohort"] == "research"  # as written (v1beta1)
 
 
-def test_current_workloads_form_the_state_with_renamed_topology_hosts(imported: Path) -> None:
+def test_current_workloads_form_the_state_with_their_real_topology_hosts(imported: Path) -> None:
     state = {d["metadata"]["name"]: d for d in _documents(imported / "state" / "workloads.yaml")}
     assert sorted(state) == [
         "job-bert-pretrain-6c7d8",
@@ -101,7 +102,7 @@ def test_current_workloads_form_the_state_with_renamed_topology_hosts(imported: 
     vit = state["job-vit-large-c3d4e"]
     assert vit["metadata"]["creationTimestamp"] == "2025-06-03T06:00:00Z"
     domains = vit["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]["domains"]
-    assert domains == [{"count": 1, "values": ["h100-pool-7a1f0c9e3b2d-00"]}]
+    assert domains == [{"count": 1, "values": ["gke-ml-prod-h100-pool-8f2c1d0a-0k3x"]}]  # as recorded
     loaded = load([str(imported / "cluster"), str(imported / "state")])
     assert not loaded.errors
     assert sorted(w.name for w in loaded.workloads if w.admission is not None) == [
@@ -154,6 +155,28 @@ def _simulated(scenario: Path) -> dict[str, tuple[float | None, float | None, st
     prepared = prepare(plan, plan.variants[0], load_workloads(plan))
     result = prepared.simulation().run()
     return {key: (run.first_started, run.ended, run.status.value) for key, run in result.runs.items()}
+
+
+def test_pools_keep_the_real_node_names(imported: Path) -> None:
+    pools = {d["metadata"]["name"]: d["spec"] for d in _documents(imported / "cluster" / "nodes.yaml")}
+    assert pools["h100-pool-7a1f0c9e3b2d"]["nodeNames"] == [
+        "gke-ml-prod-h100-pool-8f2c1d0a-0k3x",
+        "gke-ml-prod-h100-pool-8f2c1d0a-4hq2",
+    ]
+    pooled = {n.name for n in load([str(imported / "cluster")]).nodes}
+    assert pooled == {n.name for n in load([str(DUMP)]).nodes}
+
+
+def test_an_admitted_tas_workload_runs_on_its_recorded_hosts(imported: Path) -> None:
+    plan = plan_scenario([str(imported / "scenario.yaml")])
+    prepared = prepare(plan, plan.variants[0], load_workloads(plan))
+    seen: dict[str, set[str]] = {}
+
+    def at_start(_t: float, sim: Simulation) -> None:
+        seen.update({key: {b.node for b in run.bindings} for key, run in sim.runs.items()})
+
+    prepared.simulation(probes=[0.0], on_probe=at_start).run()
+    assert seen["vision/job-vit-large-c3d4e"] == {"gke-ml-prod-h100-pool-8f2c1d0a-0k3x"}
 
 
 def test_the_imported_scenario_simulates_from_the_cluster_as_dumped(imported: Path) -> None:

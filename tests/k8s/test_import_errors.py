@@ -87,10 +87,16 @@ def workload(name: str, status: str = "", cluster_queue: str = "team") -> str:
 
 CASES = [
     pytest.param(
+        dump(QUEUES, GPU_NODE, "- {apiVersion: v1, kind: Service, metadata: {name: svc-0, namespace: ml}}\n"),
+        "warning",
+        "Service/ml/svc-0 (v1) is not a kind gpuq imports; skipped",
+        id="an unknown kind is skipped with a warning naming it",
+    ),
+    pytest.param(
         dump(QUEUES, GPU_NODE, "- {apiVersion: v1, kind: Pod, metadata: {name: runner-0, namespace: ml}}\n"),
         "warning",
-        "Pod/ml/runner-0 (v1) is not a kind gpuq imports; skipped",
-        id="an unknown kind is skipped with a warning naming it",
+        "Pod/runner-0: spec: warning: expected a mapping, got missing: left out",
+        id="a workload source the loader cannot read is left out, the import goes on",
     ),
     pytest.param(
         dump(QUEUES, GPU_NODE, workload("no-status")),

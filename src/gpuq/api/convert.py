@@ -366,9 +366,10 @@ def recorded_topology(value: kueue.TopologyAssignment | None) -> core.RecordedTo
 
 
 def _slice_value(level: kueue.SliceLevelValues, index: int) -> str:
+    """Value ``index`` of one level of a slice, as Kueue's ``pkg/util/tas`` ``InternalFromV1Beta2``
+    rebuilds it: the universal value, else ``prefix + roots[index] + suffix``."""
     if level.universal is not None:
-        return level.universal
-    individual = level.individual or {}
-    prefix = individual.get("commonPrefix") or ""
-    suffix = individual.get("commonSuffix") or ""
-    return f"{prefix}{individual['roots'][index]}{suffix}"
+        return str(level.universal)
+    assert level.individual is not None  # checked by topology_requests.recorded_assignment_problems
+    individual = level.individual
+    return f"{individual.prefix or ''}{individual.roots[index]}{individual.suffix or ''}"

@@ -4,12 +4,19 @@ A node keeps its labels, taints and allocatable (capacity when allocatable is
 absent). The rest is read back from what the NVIDIA GPU operator writes:
 
 1. the GPU model: ``nvidia.com/gpu.product`` without the suffixes sharing
-   adds (``-SHARED``, ``-MIG-<profile>``), through the GPU catalogue; an
-   unknown product leaves ``gpu_model`` None;
+   adds (``-SHARED``, ``-MIG-<profile>``), through the GPU catalogue; else,
+   on GKE nodes whose drivers GKE installs (no GPU Feature Discovery, GKE's
+   default), ``cloud.google.com/gke-accelerator`` (:data:`GKE_ACCELERATORS`);
+   an unknown product leaves ``gpu_model`` None;
 2. the sharing mode: ``nvidia.com/mig.strategy`` (single with a ``-MIG-``
    product, mixed with ``nvidia.com/mig-*`` slices), else
    ``nvidia.com/gpu.sharing-strategy`` / ``nvidia.com/gpu.replicas``
    (time-slicing; MPS is read as time-slicing, the same accounting), else
+   GKE's ``cloud.google.com/gke-gpu-partition-size`` (MIG: every GPU holds the
+   most instances of that one profile, each an ``nvidia.com/gpu``, GKE's
+   "Running multi-instance GPUs") or ``cloud.google.com/gke-gpu-sharing-strategy``
+   with ``cloud.google.com/gke-max-shared-clients-per-gpu`` (time-sharing or MPS:
+   each GPU is that many ``nvidia.com/gpu``, GKE's "Time-sharing GPUs on GKE"), else
    ``gpuq.dev/gpu-milli`` in allocatable (fractional), else whole GPUs;
 3. the physical GPU count: ``nvidia.com/gpu.count``, else derived from
    allocatable (``nvidia.com/gpu``, divided by time-slicing replicas);
@@ -42,6 +49,25 @@ MEMORY_LABEL = "nvidia.com/gpu.memory"
 REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 SHARING_LABEL = "nvidia.com/gpu.sharing-strategy"
 _MIG_MARKER = "-MIG-"
+GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+GKE_PARTITION_LABEL = "cloud.google.com/gke-gpu-partition-size"
+GKE_SHARING_LABEL = "cloud.google.com/gke-gpu-sharing-strategy"
+GKE_CLIENTS_LABEL = "cloud.google.com/gke-max-shared-clients-per-gpu"
+GKE_ACCELERATORS = {
+    "nvidia-tesla-p100": "P100",
+    "nvidia-tesla-v100": "V100-16GB",
+    "nvidia-tesla-t4": "T4",
+    "nvidia-l4": "L4",
+    "nvidia-tesla-a100": "A100-40GB",
+    "nvidia-a100-80gb": "A100-80GB",
+    "nvidia-h100-80gb": "H100-80GB",
+    "nvidia-h100-mega-80gb": "H100-80GB",
+    "nvidia-h200-141gb": "H200",
+    "nvidia-b200": "B200",
+}
+"""GKE's ``cloud.google.com/gke-accelerator`` values (its GPU types, "About GPUs in GKE") -> the
+built-in catalogue's models. Others (``nvidia-tesla-p4``, ``nvidia-gb200``...) stay unknown unless a
+GPUModel names the value as its name or an alias."""
 
 POOL_LABELS = (
     POOL_LABEL,
@@ -61,9 +87,15 @@ def base_product(product: str) -> str:
 
 
 def product_model(labels: Mapping[str, str], catalogue: GPUCatalogue) -> GPUModelSpec | None:
-    """The catalogue model of a node's ``nvidia.com/gpu.product`` label, or None."""
+    """The catalogue model of a node's ``nvidia.com/gpu.product`` label, else of its
+    ``cloud.google.com/gke-accelerator`` label (step 1), or None."""
     product = labels.get(PRODUCT_LABEL)
-    return catalogue.get(base_product(product)) if product else None
+    if product:
+        return catalogue.get(base_product(product))
+    accelerator = labels.get(GKE_ACCELERATOR_LABEL)
+    if not accelerator:
+        return None
+    return catalogue.get(accelerator) or catalogue.get(GKE_ACCELERATORS.get(accelerator, accelerator))
 
 
 def node_from_v1(node: machines.Node, catalogue: GPUCatalogue) -> Node:
@@ -126,10 +158,29 @@ def _sharing(
         gpu_count = counted if counted is not None else total // replicas
         sharing = GPUSharing(SharingMode.TIME_SLICING, replicas=max(replicas, 2), rename_by_default=renamed)
         return sharing, gpu_count
+    gke = _gke_sharing(labels, whole, spec)
+    if gke is not None:
+        return gke
     gpu_count = counted if counted is not None else whole
     if GPU_MILLI in allocatable:
         return GPUSharing(SharingMode.FRACTIONAL), gpu_count or allocatable[GPU_MILLI] // 1000
     return GPUSharing(), gpu_count
+
+
+def _gke_sharing(
+    labels: Mapping[str, str], whole: int, spec: GPUModelSpec | None
+) -> tuple[GPUSharing, int] | None:
+    """GKE-managed GPU sharing (step 2), when GFD's labels said nothing: a MIG partition size, or
+    time-sharing / MPS with a number of clients per GPU; None for whole GPUs."""
+    partition = labels.get(GKE_PARTITION_LABEL)
+    if partition and labels.get(PRODUCT_LABEL) is None:
+        layout = ((f"all-{partition}",),)
+        return GPUSharing(SharingMode.MIG_SINGLE, layout), math.ceil(whole / _max_instances(spec, partition))
+    clients = _int_label(labels, GKE_CLIENTS_LABEL) or 1
+    if labels.get(GKE_SHARING_LABEL) in ("time-sharing", "mps") and clients > 1:
+        sharing = GPUSharing(SharingMode.TIME_SLICING, replicas=clients)
+        return sharing, whole // clients
+    return None
 
 
 def _mig_slices(allocatable: Mapping[str, int]) -> list[str]:

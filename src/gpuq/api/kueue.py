@@ -409,11 +409,20 @@ class TopologyDomainAssignment(Loose):
     count: int
 
 
+class SliceLevelIndividualValues(Loose):
+    """v1beta2 ``TopologyAssignmentSliceLevelIndividualValues``: value ``i`` is
+    ``prefix + roots[i] + suffix`` (Kueue v0.15+ ``apis/kueue/v1beta2/workload_types.go``)."""
+
+    prefix: str | None = None
+    suffix: str | None = None
+    roots: list[str | int] = Field(default_factory=list)  # YAML reads ``roots: [1, 2]`` as numbers
+
+
 class SliceLevelValues(Loose):
     """v1beta2: one value for every domain of a slice, or one root per domain with common affixes."""
 
-    universal: str | None = None
-    individual: dict[str, Any] | None = None  # {roots: [...], commonPrefix, commonSuffix}
+    universal: str | int | None = None
+    individual: SliceLevelIndividualValues | None = None
 
 
 class TopologyAssignmentSlice(Loose):

@@ -596,6 +596,16 @@ def _queue_written_at(data: Mapping[str, Any]) -> FieldPath:
     return label
 
 
+def workload_role(api_version: str, kind: str) -> str | None:
+    """``"source"`` for a kind the loader reads as a Kueue Workload (Job, JobSet, RayJob...: the
+    workload-source registry of :mod:`gpuq.api.sources`), ``"serving"`` for a serving kind
+    (Deployment, InferenceService, RayService, HPA...: :mod:`gpuq.api.serving`), else None."""
+    sources = _sources()
+    if sources is not None and sources.is_source(api_version, kind):
+        return "source"
+    return "serving" if serving.is_serving_kind(api_version, kind) else None
+
+
 def _sources() -> ModuleType | None:
     """The workload-source module, or None while it is not installed."""
     try:

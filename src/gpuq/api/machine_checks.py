@@ -17,8 +17,14 @@ from decimal import Decimal
 
 from gpuq.api import compute_class, kueue, machines, nodes_convert, provisioning_checks
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest
-from gpuq.api.kube_nodes import base_product
-from gpuq.api.names import Findings, label_problems, label_value_problem, qualified_name_problem
+from gpuq.api.kube_nodes import GKE_ACCELERATOR_LABEL, GKE_ACCELERATORS, base_product, product_model
+from gpuq.api.names import (
+    Findings,
+    dns_subdomain_problem,
+    label_problems,
+    label_value_problem,
+    qualified_name_problem,
+)
 from gpuq.api.references import workload_manifests
 from gpuq.core.devices import gfd_labels, sharing_problems
 from gpuq.core.gpus import BUILTIN_MODELS, GPUCatalogue
@@ -72,6 +78,7 @@ def pool_problems(pool: machines.NodePool, catalogue: GPUCatalogue) -> Findings:
     ):
         yield ("spec", "machineType"), f"invalid machine type {spec.machine_type!r}: {problem}"
     yield from _size_problems(spec)
+    yield from _node_name_problems(spec)
     yield from _resource_problems(spec)
     if spec.gpu is not None:
         yield from _gpu_problems(spec.gpu, catalogue)
@@ -95,6 +102,20 @@ def _name_length(pool: machines.NodePool) -> Findings:
             f"node names {name}-{'0' * width} would be longer than {HOSTNAME_MAX} characters "
             f"(the kubernetes.io/hostname label): use at most {HOSTNAME_MAX - 1 - width}",
         )
+
+
+def _node_name_problems(spec: machines.NodePoolSpec) -> Findings:
+    """``nodeNames``: valid, distinct hostnames, no more than the pool's ``max`` nodes."""
+    high = spec.sizes()[2]
+    if len(spec.node_names) > high:
+        yield ("spec", "nodeNames"), f"names {len(spec.node_names)} nodes but the pool holds at most {high}"
+    seen: set[str] = set()
+    for index, name in enumerate(spec.node_names):
+        if problem := dns_subdomain_problem(name):
+            yield ("spec", "nodeNames", index), f"invalid node name {name!r}: {problem}"
+        elif name in seen:
+            yield ("spec", "nodeNames", index), f"node name {name!r} is given twice"
+        seen.add(name)
 
 
 def _size_problems(spec: machines.NodePoolSpec) -> Findings:
@@ -296,7 +317,15 @@ def _node_problems(node: machines.Node) -> Findings:
 
 
 def _unknown_product(manifest: Manifest, catalogue: GPUCatalogue) -> Iterator[Diagnostic]:
-    product = manifest.model.metadata.labels.get(machines.PRODUCT_LABEL)
+    labels = manifest.model.metadata.labels
+    product = labels.get(machines.PRODUCT_LABEL)
+    accelerator = labels.get(GKE_ACCELERATOR_LABEL)
+    if not product and accelerator and product_model(labels, catalogue) is None:
+        message = (
+            f"unknown GKE accelerator {accelerator!r}: the node loads without a GPU model "
+            f"(known: {', '.join(sorted(GKE_ACCELERATORS))}; or define a GPUModel with it as an alias)"
+        )
+        yield manifest.diagnostic(("metadata", "labels", GKE_ACCELERATOR_LABEL), message, "warning")
     if product and catalogue.get(base_product(product)) is None:
         message = (
             f"unknown GPU product {product!r}: the node loads without a GPU model "

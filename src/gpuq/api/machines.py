@@ -174,6 +174,9 @@ class NodePoolSpec(Strict):
     scale_down: ScaleDownSpec | None = None
     disruption: PoolDisruption | None = None
     stock: list[StockEntry] = Field(default_factory=list)
+    node_names: list[str] = Field(default_factory=list)
+    """Names of the pool's first nodes, in index order (an imported pool keeps its real nodes'
+    names, so recorded TAS assignments still name them); later nodes are ``<pool>-<index>``."""
 
     def bounds(self) -> tuple[int | None, int | None]:
         """``(min, max)`` as written, at the top level or under ``autoscaling``."""

@@ -5,8 +5,9 @@ no error; this module then never fails.
 
 A NodePool becomes ``count`` identical nodes (docs/manifests/nodepool.md):
 
-1. names ``<pool>-<index>``, the index zero-padded to the width of ``max - 1``
-   (at least 2 digits), so names stay stable as the pool scales;
+1. names ``spec.nodeNames[index]`` where given (an imported pool keeps its real nodes' names),
+   else ``<pool>-<index>``, the index zero-padded to the width of ``max - 1`` (at least 2 digits),
+   so names stay stable as the pool scales;
 2. labels: the user's, then GPU Feature Discovery's (:func:`gpuq.core.devices.gfd_labels`),
    then gpuq's own (hostname, instance type, zone, pool, capacity type, spot,
    NVLink domain, topology levels), later ones winning;
@@ -193,11 +194,13 @@ def index_width(max_nodes: int) -> int:
 
 
 def node_names(pool: machines.NodePool, upto: int | None = None) -> Iterator[str]:
-    """Names of the pool's nodes ``0 .. upto-1`` (default: its current count)."""
+    """Names of the pool's nodes ``0 .. upto-1`` (default: its current count): ``spec.nodeNames[i]``
+    where given, else ``<pool>-<index>``."""
     count, _low, high = pool.spec.sizes()
     width = index_width(high)
+    given = pool.spec.node_names
     for index in range(count if upto is None else upto):
-        yield f"{pool.metadata.name}-{index:0{width}d}"
+        yield given[index] if index < len(given) else f"{pool.metadata.name}-{index:0{width}d}"
 
 
 def rack_of(topology: machines.PoolTopology | None, index: int, max_nodes: int) -> str | None:

@@ -353,7 +353,8 @@ def _inference_service(manifest: Manifest) -> list[ServiceSpec]:
     canary = integer(predictor, "canaryTrafficPercent", "spec.predictor.canaryTrafficPercent", None)
     if canary is not None and canary > 100:
         raise ServingError("spec.predictor.canaryTrafficPercent", f"must be at most 100, got {canary}")
-    model = mapping(predictor.get("model"), "spec.predictor.model", required=False)
+    framework = next((key for key in KSERVE_FRAMEWORKS if predictor.get(key) is not None), "model")
+    model = mapping(predictor.get(framework), f"spec.predictor.{framework}", required=False)
     start = max(low, 1 if low else 0)
     base = ServiceSpec(
         manifest.kind, manifest.namespace, manifest.name, queue, pod_set, start, low, high,
@@ -372,16 +373,27 @@ def _inference_service(manifest: Manifest) -> list[ServiceSpec]:
 _POD_SPEC_FIELDS = ("nodeSelector", "tolerations", "affinity", "priorityClassName", "runtimeClassName")
 
 
+KSERVE_FRAMEWORKS = (
+    "model", "sklearn", "xgboost", "tensorflow", "pytorch", "triton", "onnx", "huggingface",
+    "pmml", "lightgbm", "paddle",
+)  # fmt: skip
+"""KServe v1beta1 predictor implementations (``pkg/apis/serving/v1beta1/predictor_*.go``): each embeds
+a container spec that KServe turns into the ``kserve-container`` with that spec's resources."""
+
+
 def _predictor_template(predictor: Mapping[str, Any], name: str, labels: Mapping[str, str]) -> dict[str, Any]:
     pod_spec: dict[str, Any] = {k: predictor[k] for k in _POD_SPEC_FIELDS if k in predictor}
-    if predictor.get("model") is not None:
-        model = mapping(predictor["model"], "spec.predictor.model")
-        resources = mapping(model.get("resources"), "spec.predictor.model.resources", required=False)
+    framework = next((key for key in KSERVE_FRAMEWORKS if predictor.get(key) is not None), None)
+    if framework is not None:
+        model = mapping(predictor[framework], f"spec.predictor.{framework}")
+        resources = mapping(model.get("resources"), f"spec.predictor.{framework}.resources", required=False)
         pod_spec["containers"] = [{"name": "kserve-container", "resources": resources}]
     elif predictor.get("containers") is not None:
         pod_spec["containers"] = predictor["containers"]
     else:
-        raise ServingError("spec.predictor", "needs a model or containers")
+        raise ServingError(
+            "spec.predictor", f"needs a model ({', '.join(KSERVE_FRAMEWORKS[1:])} or model) or containers"
+        )
     return {"metadata": {"labels": {**labels, ISVC_LABEL: name}}, "spec": pod_spec}
 
 

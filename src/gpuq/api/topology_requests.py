@@ -281,11 +281,10 @@ def _recorded_slice_problems(
         )
         ok = False
     for index, level in enumerate(piece.values_per_level):
-        roots = (level.individual or {}).get("roots")
         if (level.universal is None) == (level.individual is None):
             yield (*at, "valuesPerLevel", index), "exactly one of universal and individual must be set"
             ok = False
-        elif level.individual is not None and (not isinstance(roots, list) or len(roots) != n):
+        elif level.individual is not None and len(level.individual.roots) != n:
             yield (*at, "valuesPerLevel", index, "individual", "roots"), f"must have domainCount ({n}) items"
             ok = False
     counts = piece.pod_counts

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuq.api import kueue
 from gpuq.api.diagnostics import Diagnostic, Manifest
-from gpuq.api.loader import Document, expand_lists, parse_documents, read_manifest
+from gpuq.api.loader import Document, expand_lists, parse_documents, read_manifest, workload_role
 
 IMPORTED_KINDS: frozenset[tuple[str, str]] = frozenset(
     {
@@ -39,7 +39,9 @@ IMPORTED_KINDS: frozenset[tuple[str, str]] = frozenset(
         ),
     }
 )
-"""(API group, kind) pairs the importer reads; everything else is skipped with a warning."""
+"""(API group, kind) pairs of the cluster's configuration the importer reads; workload sources and
+serving objects are read too, as the loader's kind registry says (:func:`gpuq.api.loader.workload_role`);
+everything else is skipped with a warning."""
 
 SERVER_METADATA = (
     "uid",
@@ -68,6 +70,7 @@ class DumpObject:
     name: str
     data: dict[str, Any]
     manifest: Manifest | None
+    role: str = ""  # "source" or "serving" (gpuq.api.loader.workload_role); "" for configuration
 
     @property
     def ref(self) -> str:
@@ -129,15 +132,21 @@ def _read_item(item: Document, diagnostics: list[Diagnostic]) -> DumpObject | No
     meta = mapping(data.get("metadata"))
     name = str(meta.get("name") or "")
     namespace = str(meta.get("namespace") or "")
-    if (group, kind) not in IMPORTED_KINDS:
+    role = workload_role(str(data.get("apiVersion", "")), kind) or ""
+    if (group, kind) not in IMPORTED_KINDS and not role:
         shown = f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
         message = f"{shown} ({data.get('apiVersion')}) is not a kind gpuq imports; skipped"
         diagnostics.append(Diagnostic(item.path, item.line, kind, "", "", message, "warning"))
         return None
-    manifest = _typed(item, diagnostics)
+    found: list[Diagnostic] = []
+    manifest = _typed(item, found)
+    if manifest is None and role:  # one bad workload never stops the import: it is left out, said so
+        diagnostics += [replace(d, severity="warning", message=f"{d.message}: left out") for d in found]
+        return None
+    diagnostics += found
     if manifest is None:
         return None
-    return DumpObject(kind, group, namespace, name, data, manifest)
+    return DumpObject(kind, group, namespace, name, data, manifest, role)
 
 
 def mapping(value: object) -> dict[str, Any]:

@@ -11,8 +11,10 @@ Steps (``import_nodes``):
    topology block, the cloud's pool name...) except per-node ones (hostname, the Topology's rack and
    host levels, GFD's timestamp), taints, GPU model/count/sharing, allocatable cpu, memory, pods and
    device resources; a group whose racks hold unequal node counts is split per rack;
-4. write one NodePool per group, expand it with gpuq's own :func:`~gpuq.api.nodes_convert.expand_pool`
-   and compare every generated node with its real one; a group that does not come back identical
+4. write one NodePool per group, its ``nodeNames`` the real nodes' names (a pool groups nodes, it
+   never renames them: recorded TAS assignments name real hosts), expand it with gpuq's own
+   :func:`~gpuq.api.nodes_convert.expand_pool` and compare every generated node with its real one;
+   a group that does not come back identical (a host label that is not the node's name, too)
    stays ``v1`` Nodes, with a warning that says what differed.
 """
 
@@ -26,7 +28,7 @@ from typing import Any
 
 from gpuq.api import machines, nodes_convert
 from gpuq.api.diagnostics import Diagnostic
-from gpuq.api.kube_nodes import MEMORY_LABEL, POOL_LABELS, base_product, node_from_v1
+from gpuq.api.kube_nodes import GKE_ACCELERATOR_LABEL, MEMORY_LABEL, POOL_LABELS, base_product, node_from_v1
 from gpuq.api.machines import HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, PRODUCT_LABEL, ZONE_LABEL, TopologyLabels
 from gpuq.core.devices import gfd_labels
 from gpuq.core.gpus import GPUCatalogue, GPUModelSpec
@@ -49,7 +51,7 @@ _STRATEGY = {
 
 @dataclass(frozen=True)
 class PoolSummary:
-    """One imported pool: its real nodes in pool order (node ``i`` becomes ``<name>-<i>``)."""
+    """One imported pool: its real nodes in pool order (the NodePool's ``nodeNames``)."""
 
     name: str
     nodes: tuple[str, ...]
@@ -71,8 +73,6 @@ class NodeImport:
     objects: list[dict[str, Any]] = field(default_factory=list)
     pools: list[PoolSummary] = field(default_factory=list)
     kept: list[tuple[str, str]] = field(default_factory=list)
-    renames: dict[str, str] = field(default_factory=dict)  # real node name -> its name in its pool
-    host_label: str = HOSTNAME_LABEL
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
 
@@ -86,7 +86,6 @@ def import_nodes(nodes: Sequence[DumpObject], topologies: Sequence[DumpObject], 
     """The nodes of the dump as NodePools (``mode="pools"``) or ``v1`` Nodes (``mode="nodes"``)."""
     out = NodeImport()
     levels = topology_labels(topologies, out.diagnostics)
-    out.host_label = (levels or TopologyLabels()).host
     models = _gpu_models(nodes, out)
     catalogue = GPUCatalogue(models)
     read = [_Read(obj, node_from_v1(obj.model, catalogue)) for obj in nodes if _has_allocatable(obj, out)]
@@ -202,7 +201,13 @@ def _kept_because(item: _Read, mode: str) -> str:
             return (
                 f"GPU product {product!r} is not in the catalogue and GFD's memory/compute labels are missing"
             )
-        return "it has GPUs but no nvidia.com/gpu.product label (GPU Feature Discovery): the model is unknown"
+        accelerator = node.labels.get(GKE_ACCELERATOR_LABEL)
+        if accelerator:
+            return f"GKE accelerator {accelerator!r} is not in the catalogue (add a GPUModel aliasing it)"
+        return (
+            "it has GPUs but no nvidia.com/gpu.product (GPU Feature Discovery) or "
+            "cloud.google.com/gke-accelerator label: the model is unknown"
+        )
     return ""
 
 
@@ -309,8 +314,6 @@ def _add_pool(
         out.kept += [(i.node.name, f"NodePool {name} would differ") for i in group]
         return
     out.objects.append(pool)
-    generated = nodes_convert.node_names(machines.NodePool.model_validate(pool))
-    out.renames.update(zip((i.node.name for i in group), generated, strict=True))
     topology = pool["spec"].get("topology") or {}
     dropped = sorted(
         k for k, v in first.allocatable.items() if v and k not in KEPT_RESOURCES and k not in _devices(first)
@@ -366,6 +369,7 @@ def _pool_object(
             else {"key": t.key, "effect": t.effect}
             for t in node.taints
         ]
+    spec["nodeNames"] = [item.node.name for item in group]  # a pool groups real nodes, never renames them
     pool = {"apiVersion": GPUQ_API, "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
     spec["labels"] = _pool_labels(machines.NodePool.model_validate(pool), node, levels, catalogue)
     return pool
@@ -452,6 +456,9 @@ def _round_trip(pool: dict[str, Any], group: list[_Read], catalogue: GPUCatalogu
     problems: list[str] = []
     for generated, item in zip(nodes_convert.expand_pool(model, catalogue), group, strict=True):
         real = item.node
+        for key in (HOSTNAME_LABEL, model.spec.topology_labels.host):
+            if real.labels.get(key, real.name) != generated.labels.get(key):
+                problems.append(f"{real.name}: label {key}={real.labels[key]!r} is not the node's name")
         want = {
             k: v for k, v in real.allocatable.items() if v and (k in KEPT_RESOURCES or k in _devices(real))
         }

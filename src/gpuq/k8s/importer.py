@@ -8,7 +8,9 @@ Steps (:func:`import_dump`):
    (:mod:`gpuq.k8s.import_nodes`);
 3. the Kueue objects are kept as written, less status and server metadata;
 4. Workloads: the pending and admitted ones (with status) form the current state, every one
-   with a usable duration a row of the trace (:mod:`gpuq.k8s.import_workloads`);
+   with a usable duration a row of the trace (:mod:`gpuq.k8s.import_workloads`); workload sources
+   no Workload of the dump stands for join the state, serving objects the configuration
+   (:mod:`gpuq.k8s.import_sources`);
 5. the Scenario starts from the state (``spec.initialState``: ``state/`` at the dump's time,
    the trace's time 0 at the first creation), so ``gpuq simulate`` begins with the cluster as
    dumped: admitted workloads hold their quota and nodes, pending ones wait;
@@ -21,7 +23,9 @@ The directory (:data:`LAYOUT`)::
     scenario.yaml        Scenario: config cluster/, initial state state/ (the dump's time), trace.csv
     cluster/nodes.yaml   NodePools, GPUModels and v1 Nodes
     cluster/kueue.yaml   Topologies, ResourceFlavors, Cohorts, ClusterQueues, LocalQueues, priorities...
+    cluster/serving.yaml Deployments, StatefulSets, InferenceServices, RayServices, HPAs... as written
     state/workloads.yaml the Workloads pending or admitted at the time of the dump, with status
+    state/sources.yaml   Jobs, JobSets, RayJobs... that no Workload of the dump stands for (pending)
     trace.csv            every workload's submission and run time, from the first creation (time 0)
     history.csv          the finished ones only (runtimes for ``gpuq admit --eta --history``)
 """
@@ -43,16 +47,19 @@ from gpuq.api.diagnostics import Diagnostic, sort_diagnostics
 from gpuq.api.loader import load_texts
 from gpuq.k8s.import_dump import DumpObject, cleaned, read_dump
 from gpuq.k8s.import_nodes import NodeImport, PoolSummary, import_nodes
+from gpuq.k8s.import_sources import SourceImport, import_sources
 from gpuq.k8s.import_workloads import COLUMNS, WorkloadImport, import_workloads, latest_time
 from gpuq.sim.initial_state import StateSource, initial_state
 
 SCENARIO = "scenario.yaml"
 NODES = "cluster/nodes.yaml"
 KUEUE = "cluster/kueue.yaml"
+SERVING = "cluster/serving.yaml"
 STATE = "state/workloads.yaml"
+SOURCES = "state/sources.yaml"
 TRACE = "trace.csv"
 HISTORY = "history.csv"
-LAYOUT = (SCENARIO, NODES, KUEUE, STATE, TRACE, HISTORY)
+LAYOUT = (SCENARIO, NODES, KUEUE, SERVING, STATE, SOURCES, TRACE, HISTORY)
 KIND_ORDER = (
     "Namespace",
     "PriorityClass",
@@ -85,6 +92,9 @@ class ImportResult:
     pools: list[PoolSummary] = field(default_factory=list)
     kept_nodes: list[tuple[str, str]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    sources: int = 0  # workload sources in state/sources.yaml
+    serving: int = 0  # serving objects in cluster/serving.yaml
+    represented: int = 0  # sources and serving objects another object of the dump stands for
     trace_rows: int = 0
     history_rows: int = 0
     now_s: float = 0.0
@@ -110,10 +120,9 @@ def import_dump(
     workloads = import_workloads(
         by_kind.get("Workload", []), cluster_queues, local_queues, now, settings.assume_s
     )
-    diagnostics += nodes.diagnostics + workloads.diagnostics
-    for workload in workloads.state:
-        rename_hosts(workload, nodes.renames, nodes.host_label)
-    files = _files(settings, now, objects, nodes, workloads)
+    passed = import_sources(objects, by_kind.get("Workload", []))
+    diagnostics += nodes.diagnostics + workloads.diagnostics + passed.diagnostics
+    files = _files(settings, now, objects, nodes, workloads, passed)
     if not any(d.severity == "error" for d in diagnostics):
         diagnostics += _validate(files, settings, now)
     result = ImportResult(
@@ -122,6 +131,9 @@ def import_dump(
         pools=nodes.pools,
         kept_nodes=nodes.kept,
         counts=workloads.counts,
+        sources=len(passed.sources),
+        serving=len(passed.serving),
+        represented=passed.represented,
         trace_rows=len(workloads.rows),
         history_rows=len(workloads.history),
         now_s=now,
@@ -149,22 +161,6 @@ def scenario_name(directory: Path) -> str:
     return text if text and text[0].isalpha() else "imported"
 
 
-def rename_hosts(workload: dict[str, Any], renames: dict[str, str], host_label: str) -> None:
-    """Point a recorded topology assignment at the pool's names of the nodes it names (in place):
-    a NodePool names its nodes ``<pool>-<index>``, so the host level's values change with them."""
-    admission = (workload.get("status") or {}).get("admission") or {}
-    for assignment in admission.get("podSetAssignments") or []:
-        recorded = assignment.get("topologyAssignment") or {}
-        levels = recorded.get("levels") or []
-        if host_label not in levels:
-            continue
-        at = levels.index(host_label)
-        for domain in recorded.get("domains") or []:
-            values = domain.get("values") or []
-            if at < len(values):
-                values[at] = renames.get(values[at], values[at])
-
-
 def _by_kind(objects: Sequence[DumpObject]) -> dict[str, list[DumpObject]]:
     out: dict[str, list[DumpObject]] = {}
     for obj in objects:
@@ -178,6 +174,7 @@ def _files(
     objects: Sequence[DumpObject],
     nodes: NodeImport,
     wl: WorkloadImport,
+    passed: SourceImport,
 ) -> dict[str, str]:
     rank = {kind: i for i, kind in enumerate(KIND_ORDER)}
     config = sorted((o for o in objects if o.kind in rank), key=lambda o: (rank[o.kind], o.namespace, o.name))
@@ -185,7 +182,9 @@ def _files(
         SCENARIO: _yaml([_scenario(settings, _rfc3339(wl.origin_s), _rfc3339(now))]),
         NODES: _yaml(nodes.objects),
         KUEUE: _yaml([cleaned(o.data) for o in config]),
+        SERVING: _yaml(passed.serving),
         STATE: _yaml(wl.state),
+        SOURCES: _yaml(passed.sources),
         TRACE: _csv(wl.rows),
         HISTORY: _csv(wl.history),
     }
@@ -229,9 +228,9 @@ def _csv(rows: Sequence[dict[str, str]]) -> str:
 def _validate(files: dict[str, str], settings: ImportSettings, now: float) -> list[Diagnostic]:
     """What gpuq's loader finds in the generated manifests, as ``gpuq simulate`` / ``admit`` read them,
     and what the state would fail on as the Scenario's initial state (a ``--now`` before a workload)."""
-    texts = [(path, files[path]) for path in (NODES, KUEUE, STATE, SCENARIO)]
+    texts = [(path, files[path]) for path in (NODES, KUEUE, SERVING, STATE, SOURCES, SCENARIO)]
     loaded = load_texts(texts)
     if loaded.errors:
         return list(loaded.diagnostics)
-    state = initial_state(loaded, StateSource((STATE,), now, assume_s=settings.assume_s))
+    state = initial_state(loaded, StateSource((STATE, SOURCES), now, assume_s=settings.assume_s))
     return [*loaded.diagnostics, *state.errors]
