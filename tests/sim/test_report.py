@@ -223,9 +223,34 @@ def test_quota_held_and_time_to_admission_per_class_are_tabled() -> None:
         "name": "baseline",
         "quota_utilisation": {"cpu": 0.5},
         "classes": [
-            {"name": "small", "count": 2, "time_to_admission_s": {"count": 2, "mean": 90.0, "p90": 150.0}}
+            {
+                "name": "small",
+                "count": 2,
+                "wait_s": {"count": 2, "mean": 100.0, "p90": 160.0},
+                "time_to_admission_s": {"count": 2, "mean": 90.0, "p90": 150.0},
+            }
         ],
     }
     page = render_report({"scenario": "s", "seed": 1, "variants": [variant]})
     assert "quota held: cpu" in page and "50.0%" in page
-    assert "small: time to admission, mean" in page and "1m 30s" in page and "2m 30s" in page
+    assert "small: time to quota reservation, mean" in page and "1m 30s" in page and "2m 30s" in page
+    assert "small: wait until its pods run, mean" in page and "1m 40s" in page and "2m 40s" in page
+
+
+def test_a_variant_without_quotas_shows_n_a_not_zero_for_quota_and_reservation() -> None:
+    kueue = {
+        "name": "kueue",
+        "queueing": "kueue",
+        "quota_utilisation": {"cpu": 0.5},
+        "classes": [{"name": "small", "wait_s": {"mean": 60.0}, "time_to_admission_s": {"mean": 60.0}}],
+    }
+    fcfs = {
+        "name": "fcfs",
+        "queueing": "fcfs",
+        "quota_utilisation": None,
+        "classes": [{"name": "small", "wait_s": {"mean": 7200.0}, "time_to_admission_s": None}],
+    }
+    page = render_report({"scenario": "s", "seed": 1, "variants": [fcfs, kueue]})
+    table = page[page.index('<section id="admission">') : page.index('<section id="cohorts">')]
+    assert table.count(">n/a</span>") == 3  # quota held: cpu, reservation mean and p90
+    assert "2h 0m" in table and ">0.0%<" not in table

@@ -129,6 +129,7 @@ def simulate(
             description=variant_plan.description,
             bins=plan.spec.settings.bins if plan.spec else 240,
             entitlements={t: s / total for t, s in shares.items()} if shares else None,
+            queueing=variant_plan.queueing,
         )
         metrics["workloads"]["bad_rows"] = len(workloads.bad_rows) + len(prepared.bad_rows)
         if services is not None:
@@ -233,6 +234,9 @@ def _report_bad_rows(bad: list[BadRow], rows: int, prefix: str = "") -> None:
 
 
 def _print_summary(plan: ScenarioPlan, variants: list[dict[str, Any]]) -> None:
+    from gpuq.sim.metrics import series_mean
+    from gpuq.sim.tradeoffs import trade_offs
+
     table = Table(title=f"Scenario {plan.name} (seed {plan.seed})")
     table.add_column("")
     for v in variants:
@@ -259,7 +263,7 @@ def _print_summary(plan: ScenarioPlan, variants: list[dict[str, Any]]) -> None:
             "preemptions / lost GPU-hours",
             lambda v: f"{v['workloads']['preemptions']} / {v['overall']['lost_gpu_hours']:.1f}",
         ),
-        ("GPU allocation (mean)", lambda v: _pct(_mean(v["series"]["gpu_allocation"]))),
+        ("GPU allocation (mean)", lambda v: _pct(series_mean(v, "gpu_allocation"))),
         (
             "fairness (Jain)",
             lambda v: "-" if v["fairness"]["jain"] is None else f"{v['fairness']['jain']:.3f}",
@@ -293,6 +297,9 @@ def _print_summary(plan: ScenarioPlan, variants: list[dict[str, Any]]) -> None:
             )
         teams.add_row(name, *cells)
     out.print(teams)
+    allocation = [series_mean(v, "gpu_allocation") for v in variants]
+    for sentence in trade_offs(variants, allocation):
+        out.print(sentence, highlight=False, markup=False, soft_wrap=True)
     if any(v.get("serving") for v in variants):
         _print_serving(variants)
     if any(v.get("provisioning") for v in variants):
@@ -300,9 +307,9 @@ def _print_summary(plan: ScenarioPlan, variants: list[dict[str, Any]]) -> None:
 
 
 def _print_provisioning(variants: list[dict[str, Any]]) -> None:
+    """Provisioning and cost side by side (gpuq.sim.provisioning.report)."""
     from gpuq.sim.provisioning import report as provisioning_report
 
-    """Provisioning and cost side by side (gpuq.sim.provisioning.report)."""
     table = Table(title="Provisioning and cost")
     table.add_column("")
     for v in variants:
@@ -314,10 +321,10 @@ def _print_provisioning(variants: list[dict[str, Any]]) -> None:
 
 
 def _print_serving(variants: list[dict[str, Any]]) -> None:
+    """Per service, the variants side by side (gpuq.sim.serving.report)."""
     from gpuq.sim.serving.report import ROWS as SERVING_ROWS
     from gpuq.sim.serving.report import cell as serving_cell
 
-    """Per service, the variants side by side (gpuq.sim.serving.report)."""
     table = Table(title="Serving: per service (latency, SLO attainment, replicas, GPU-hours, cost)")
     table.add_column("")
     for v in variants:
@@ -328,10 +335,6 @@ def _print_serving(variants: list[dict[str, Any]]) -> None:
         for label, kind, path in SERVING_ROWS:
             table.add_row(f"  {label}", *(serving_cell(e, kind, path) for e in entries))
     out.print(table)
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
 
 
 def _pct(value: float | None) -> str:

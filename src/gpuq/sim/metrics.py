@@ -86,8 +86,12 @@ def variant_metrics(
     bins: int = 240,
     entitlements: Mapping[str, float] | None = None,
     currency: str = "USD",
+    queueing: str = "kueue",
 ) -> dict[str, Any]:
-    """One variant's block of ``metrics.json``."""
+    """One variant's block of ``metrics.json``. With ``queueing`` ``fcfs`` (no Kueue) no workload
+    reserves quota: quota held and time to quota reservation are left out (``null``), and the
+    wait every variant reports alike is submission until the pods run (``wait_s``)."""
+    kueue = queueing != "fcfs"
     runs = list(result.runs.values())
     by_team = _group(runs, lambda r: r.job.team)
     by_queue = _group(runs, lambda r: r.cluster_queue or "")
@@ -131,6 +135,7 @@ def variant_metrics(
     return {
         "name": name,
         "description": description,
+        "queueing": queueing,
         "span_s": _round(span),
         "events": result.events,
         "scheduling_passes": result.passes,
@@ -148,8 +153,8 @@ def variant_metrics(
             "total": _round(total_cost),
         },
         "fairness": {"jain": _round(jain(teams))},
-        "quota_utilisation": quota_utilisation(recorder, span),
-        "classes": workload_classes(runs),
+        "quota_utilisation": quota_utilisation(recorder, span) if kueue else None,
+        "classes": workload_classes(runs, quota=kueue),
         "series": series(recorder, span, bins),
         "wait_cdf": wait_cdfs(by_team, runs),
         **extra,
@@ -182,6 +187,25 @@ def _counts(runs: Sequence[SimRun]) -> dict[str, int]:
     }
 
 
+def series_mean(variant: Mapping[str, Any], key: str) -> float | None:
+    """The time-average of a 0..1 series of a variant's metrics, each bin weighted by the simulated
+    time it covers (the run may stop inside its last bin): the one mean the CLI, the report and
+    the trade-off sentences show."""
+    series = variant.get("series") or {}
+    bin_s, span_s = _float(series.get("bin_s")) or 0.0, _float(variant.get("span_s"))
+    pairs = zip(map(_float, series.get("t_s") or []), map(_float, series.get(key) or []), strict=False)
+    end_s = math.inf if span_s is None else span_s
+    weighted = [(max(0.0, min(bin_s, end_s - t)), v) for t, v in pairs if t is not None and v is not None]
+    total = math.fsum(w for w, _ in weighted)
+    return math.fsum(w * v for w, v in weighted) / total if total > 0 else None
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
 def quota_utilisation(recorder: Recorder, span: float) -> dict[str, float | None]:
     """Per resource: usage held over time ÷ (nominal quota of every queue × span), as Kueue's
     scheduler performance checker computes ClusterQueue utilisation."""
@@ -201,20 +225,25 @@ def workload_class(name: str) -> str:
     return stem if stem and number.isdigit() else name
 
 
-def workload_classes(runs: Sequence[SimRun]) -> list[dict[str, Any]]:
-    """Time from submission to first admission per class, as Kueue's performance checker reports it."""
+def workload_classes(runs: Sequence[SimRun], *, quota: bool = True) -> list[dict[str, Any]]:
+    """Per class: the wait until the pods run (every variant alike) and, where workloads reserve
+    quota, the time from submission to first quota reservation, as Kueue's performance checker
+    reports it (``None`` without quotas: a first-come-first-served cluster reserves nothing)."""
     by_class = _group(runs, lambda r: workload_class(r.job.workload.name))
     return [
         {
             "name": name,
             "count": len(members),
+            "wait_s": quantiles([w for r in members if (w := wait_of(r)) is not None]),
             "time_to_admission_s": quantiles(
                 [
                     r.first_admitted - r.job.workload.creation_time
                     for r in members
                     if r.first_admitted is not None
                 ]
-            ),
+            )
+            if quota
+            else None,
         }
         for name, members in sorted(by_class.items())
     ]

@@ -20,7 +20,9 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
+from gpuq.sim.metrics import series_mean
 from gpuq.sim.serving.report import services_table
+from gpuq.sim.tradeoffs import trade_offs
 
 _DASH = "–"
 # Tableau 10: distinct in print and for the common colour-vision deficiencies.
@@ -82,19 +84,8 @@ def _at(*path: str) -> _Getter:
 
 
 def _series_mean(key: str) -> _Getter:
-    """The time-average of a 0..1 series, each bin weighted by the simulated time it covers."""
-
-    def get(variant: Metrics) -> float | None:
-        series = variant.get("series") or {}
-        bin_s, span_s = _num(series.get("bin_s")) or 0.0, _num(variant.get("span_s"))
-        pairs = zip(map(_num, series.get("t_s") or []), map(_num, series.get(key) or []), strict=False)
-        # The simulator may stop inside the last bin: that bin weighs only the time it covers.
-        end_s = math.inf if span_s is None else span_s
-        weighted = [(max(0.0, min(bin_s, end_s - t)), v) for t, v in pairs if t is not None and v is not None]
-        total = sum(w for w, _ in weighted)
-        return sum(w * v for w, v in weighted) / total if total > 0 else None
-
-    return get
+    """The time-average of a 0..1 series (:func:`gpuq.sim.metrics.series_mean`)."""
+    return lambda variant: series_mean(variant, key)
 
 
 def _duration(seconds: float) -> str:
@@ -185,8 +176,13 @@ def _summary_table(variants: Sequence[Metrics]) -> str:
         rows.append(f"<tr><th>{label}</th>{cells}</tr>")
     intro = ""
     if len(variants) > 1:
+        allocation = [series_mean(v, "gpu_allocation") for v in variants]
+        told = "".join(f"<li>{escape(sentence)}</li>" for sentence in trade_offs(variants, allocation))
         baseline = escape(_name(variants[0]))
-        intro = f"<p>Variants side by side; the small figures are the change from <b>{baseline}</b>.</p>"
+        intro = (
+            f'<ul class="tradeoffs">{told}</ul>'
+            f"<p>Variants side by side; the small figures are the change from <b>{baseline}</b>.</p>"
+        )
     return f"{intro}<table><thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
@@ -225,30 +221,42 @@ def _teams_table(variants: Sequence[Metrics]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
+_NO_QUOTA = '<span title="first come, first served: no workload reserves quota">n/a</span>'
+
+
 def _classes_table(variants: Sequence[Metrics]) -> str:
-    """Quota held over time per resource, and time to admission per workload class (what Kueue's
-    scheduler performance checker reports), one column group per variant."""
+    """Quota held over time per resource, and per workload class the wait until its pods run (every
+    variant alike) and the time to quota reservation (what Kueue's scheduler performance checker
+    reports; n/a for a variant without quotas), one column per variant."""
     resources = sorted({r for v in variants for r in (v.get("quota_utilisation") or {})})
     classes = sorted({_name(c) for v in variants for c in v.get("classes") or []})
     if not resources and not classes:
         return _empty("No quota and no workload classes.")
     head = "".join(f"<th>{escape(_name(v))}</th>" for v in variants)
+
+    def quota_cell(v: Metrics, value: float | None) -> str:
+        shown = _NO_QUOTA if v.get("quota_utilisation") is None and "quota_utilisation" in v else None
+        return f'<td class="num">{shown or _fmt("pct", value, v)}</td>'
+
     rows = [
         f"<tr><th>quota held: {escape(resource)}</th>"
-        + "".join(
-            f'<td class="num">{_fmt("pct", _at("quota_utilisation", resource)(v), v)}</td>' for v in variants
-        )
+        + "".join(quota_cell(v, _at("quota_utilisation", resource)(v)) for v in variants)
         + "</tr>"
         for resource in resources
     ]
     by_variant = [{_name(c): c for c in v.get("classes") or []} for v in variants]
+    measures = (("wait_s", "wait until its pods run"), ("time_to_admission_s", "time to quota reservation"))
     for name in classes:
-        for label, stat in (("mean", "mean"), ("p90", "p90")):
-            cells = "".join(
-                f'<td class="num">{_fmt("dur", _at("time_to_admission_s", stat)(by.get(name, {})), v)}</td>'
-                for v, by in zip(variants, by_variant, strict=True)
-            )
-            rows.append(f"<tr><th>{escape(name)}: time to admission, {label}</th>{cells}</tr>")
+        for key, what in measures:
+            for label, stat in (("mean", "mean"), ("p90", "p90")):
+                cells = []
+                for v, by in zip(variants, by_variant, strict=True):
+                    entry = by.get(name, {})
+                    if key in entry and entry[key] is None:
+                        cells.append(f'<td class="num">{_NO_QUOTA}</td>')
+                    else:
+                        cells.append(f'<td class="num">{_fmt("dur", _at(key, stat)(entry), v)}</td>')
+                rows.append(f"<tr><th>{escape(name)}: {what}, {label}</th>{''.join(cells)}</tr>")
     return f"<table><thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
@@ -441,7 +449,7 @@ def _provisioning_figure(variants: Sequence[Metrics]) -> str:
 _SECTIONS: tuple[tuple[str, str, str, Callable[[Sequence[Metrics]], str]], ...] = (
     ("summary", "Summary", "Summary", _summary_table),
     ("teams", "Teams", "Teams", _teams_table),
-    ("admission", "Quota held and admission per workload class", "Classes", _classes_table),
+    ("admission", "Quota held, waits and admission per workload class", "Classes", _classes_table),
     ("cohorts", "Borrowing in cohorts", "Cohorts", _cohorts_figure),
     ("utilisation", "Utilisation over time", "Utilisation", _utilisation_figure),
     ("queues", "Queues and GPUs held per team", "Queues", _queues_figure),
