@@ -254,3 +254,14 @@ def test_a_variant_without_quotas_shows_n_a_not_zero_for_quota_and_reservation()
     table = page[page.index('<section id="admission">') : page.index('<section id="cohorts">')]
     assert table.count(">n/a</span>") == 3  # quota held: cpu, reservation mean and p90
     assert "2h 0m" in table and ">0.0%<" not in table
+
+
+def test_without_prices_costs_say_so_and_point_to_the_catalogue() -> None:
+    unpriced = {"name": "a", "cost": {"currency": "USD", "priced": False, "used": 0.0, "total": 0.0}}
+    page = render_report({"scenario": "s", "seed": 1, "variants": [unpriced]})
+    summary = page[page.index('<section id="summary">') : page.index('<section id="teams">')]
+    assert summary.count(">no prices set</span>") == 3 and "0.00 USD" not in summary
+    assert "docs/provisioning.md#prices" in summary
+    priced = {"name": "b", "cost": {"currency": "USD", "priced": True, "used": 1.0, "total": 2.0}}
+    page = render_report({"scenario": "s", "seed": 1, "variants": [priced]})
+    assert "no prices set" not in page and "2.00 USD" in page

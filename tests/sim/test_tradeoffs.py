@@ -96,3 +96,12 @@ def test_the_series_mean_weighs_the_last_partial_bin_by_the_time_it_covers() -> 
     metrics = {"span_s": 150.0, "series": {"bin_s": 100.0, "t_s": [0.0, 100.0], "gpu_allocation": [1.0, 0.0]}}
     assert series_mean(metrics, "gpu_allocation") == pytest.approx(100 / 150)
     assert series_mean({"series": {}}, "gpu_allocation") is None
+
+
+def test_a_share_of_no_gpus_is_undefined_not_zero() -> None:
+    metrics = {
+        "gpus_total": 0,
+        "span_s": 10.0,
+        "series": {"bin_s": 10.0, "t_s": [0.0], "gpu_allocation": [0.0]},
+    }
+    assert series_mean(metrics, "gpu_allocation") is None

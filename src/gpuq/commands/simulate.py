@@ -235,6 +235,7 @@ def _report_bad_rows(bad: list[BadRow], rows: int, prefix: str = "") -> None:
 
 def _print_summary(plan: ScenarioPlan, variants: list[dict[str, Any]]) -> None:
     from gpuq.sim.metrics import series_mean
+    from gpuq.sim.report import PRICES_HINT, priced
     from gpuq.sim.tradeoffs import trade_offs
 
     table = Table(title=f"Scenario {plan.name} (seed {plan.seed})")
@@ -270,7 +271,11 @@ def _print_summary(plan: ScenarioPlan, variants: list[dict[str, Any]]) -> None:
         ),
         (
             "cost used / total",
-            lambda v: f"{v['cost']['used']:,.0f} / {v['cost']['total']:,.0f} {v['cost']['currency']}",
+            lambda v: (
+                f"{v['cost']['used']:,.0f} / {v['cost']['total']:,.0f} {v['cost']['currency']}"
+                if priced(v)
+                else "no prices set"
+            ),
         ),
     ]
     for label, get in rows:
@@ -297,6 +302,8 @@ def _print_summary(plan: ScenarioPlan, variants: list[dict[str, Any]]) -> None:
             )
         teams.add_row(name, *cells)
     out.print(teams)
+    if not any(priced(v) for v in variants):
+        out.print(PRICES_HINT, style="dim", highlight=False, markup=False, soft_wrap=True)
     allocation = [series_mean(v, "gpu_allocation") for v in variants]
     for sentence in trade_offs(variants, allocation):
         out.print(sentence, highlight=False, markup=False, soft_wrap=True)

@@ -148,6 +148,7 @@ def variant_metrics(
         "cohorts": cohorts,
         "cost": {
             "currency": currency,
+            "priced": recorder.priced,
             "used": _round(used_cost),
             "idle": _round(max(0.0, total_cost - used_cost)),
             "total": _round(total_cost),
@@ -187,10 +188,15 @@ def _counts(runs: Sequence[SimRun]) -> dict[str, int]:
     }
 
 
+GPU_SERIES = frozenset({"gpu_allocation", "gpu_occupancy", "fragmentation"})
+
+
 def series_mean(variant: Mapping[str, Any], key: str) -> float | None:
     """The time-average of a 0..1 series of a variant's metrics, each bin weighted by the simulated
     time it covers (the run may stop inside its last bin): the one mean the CLI, the report and
     the trade-off sentences show."""
+    if variant.get("gpus_total") == 0 and key in GPU_SERIES:
+        return None  # a share of no GPUs: undefined, not 0 %
     series = variant.get("series") or {}
     bin_s, span_s = _float(series.get("bin_s")) or 0.0, _float(variant.get("span_s"))
     pairs = zip(map(_float, series.get("t_s") or []), map(_float, series.get(key) or []), strict=False)

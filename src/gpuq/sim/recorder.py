@@ -109,6 +109,7 @@ class Recorder:
         self._nodes: dict[str, tuple[float, int]] = {}
         self._gpus: dict[str, int] = {}
         self._prices: dict[str, float] = {}
+        self.priced = False  # some node came with a price: without, every cost is "no prices set"
         self.watch: Callable[[float, str, NodeCapacity | None], None] | None = None
         """Told of every node that comes up, changes (``capacity``) or goes down (None): the
         provisioning hooks' idle tracking (gpuq.sim.provisioning.provisioner); None costs nothing."""
@@ -134,6 +135,7 @@ class Recorder:
         name = capacity.node.name
         self._gpus[name] = capacity.node.gpu_count
         self._prices[name] = price_per_hour
+        self.priced = self.priced or price_per_hour > 0
         self._nodes[name] = (0.0, 0)
         self.capacity.add(now, capacity.node.gpu_count)
         self.node_cost_rate.add(now, price_per_hour)

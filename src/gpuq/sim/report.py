@@ -40,6 +40,8 @@ th, td {{ border: 1px solid #d9e2ec; padding: .3rem .7rem; vertical-align: top; 
 th {{ background: #f0f4f8; text-align: left; }} td.num {{ text-align: right; white-space: nowrap; }}
 tbody tr:nth-child(even) td {{ background: #f8fafc; }}
 .delta {{ color: #7b8794; font-size: .85em; margin-left: .4em; }}
+.muted {{ color: #7b8794; }}
+.note {{ background: #fffbea; border-left: 3px solid #f0b429; padding: .4rem .8rem; }}
 """
 
 Metrics = Mapping[str, Any]
@@ -100,8 +102,25 @@ def _duration(seconds: float) -> str:
     return f"{hours}h {minutes}m" if hours else f"{minutes}m {secs}s"
 
 
+_NO_PRICES = (
+    '<span class="muted" title="no node has a price: see docs/provisioning.md#prices">no prices set</span>'
+)
+PRICES_HINT = (
+    "No prices set: no node of this run has a price, so no cost is computed. Give NodePools "
+    "spec.price (per node-hour), or spec.machineType for the bundled catalogue "
+    "(src/gpuq/core/provisioning/data/prices.yaml), or a PriceCatalogue: see docs/provisioning.md#prices."
+)
+
+
+def priced(variant: Metrics) -> bool:
+    """Whether a variant's costs mean anything (older metrics without the flag: assume so)."""
+    return bool((variant.get("cost") or {}).get("priced", True))
+
+
 def _fmt(kind: str, value: float | None, variant: Metrics) -> str:
     """A value of ``kind`` as the tables show it; a dash where the metric is undefined."""
+    if kind == "money" and not priced(variant):
+        return _NO_PRICES
     if value is None:
         return _DASH
     currency = escape(str((variant.get("cost") or {}).get("currency") or ""))
@@ -174,12 +193,12 @@ def _summary_table(variants: Sequence[Metrics]) -> str:
             for i, v in enumerate(variants)
         )
         rows.append(f"<tr><th>{label}</th>{cells}</tr>")
-    intro = ""
+    intro = "" if any(priced(v) for v in variants) else f'<p class="note">{escape(PRICES_HINT)}</p>'
     if len(variants) > 1:
         allocation = [series_mean(v, "gpu_allocation") for v in variants]
         told = "".join(f"<li>{escape(sentence)}</li>" for sentence in trade_offs(variants, allocation))
         baseline = escape(_name(variants[0]))
-        intro = (
+        intro += (
             f'<ul class="tradeoffs">{told}</ul>'
             f"<p>Variants side by side; the small figures are the change from <b>{baseline}</b>.</p>"
         )
