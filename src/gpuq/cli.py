@@ -19,7 +19,7 @@ from gpuq.commands.export import export_app
 from gpuq.commands.forecast import forecast_accuracy
 from gpuq.commands.k8s_import import import_app
 from gpuq.commands.pack import pack
-from gpuq.commands.render import OutputFormat, err, error, out, print_diagnostics, write_document
+from gpuq.commands.render import OUTPUT_HELP, OutputFormat, err, error, out, print_diagnostics, write_document
 from gpuq.commands.serve import serve, users_app
 from gpuq.commands.simulate import simulate
 from gpuq.commands.trace import trace_app
@@ -117,7 +117,7 @@ def admit(
         typer.Option("--cycles", min=1, help="Run exactly N cycles (default: until nothing changes)."),
     ] = None,
     output: Annotated[
-        OutputFormat, typer.Option("--output", "-o", help="table, json or yaml.")
+        OutputFormat, typer.Option("--output", "-o", help=OUTPUT_HELP)
     ] = OutputFormat.TABLE,
     now: Annotated[
         float | None,
@@ -184,7 +184,7 @@ def get_nodes(
         typer.Option("--filename", "-f", help="Snapshot manifests; without -f, the server's live nodes."),
     ] = None,
     admit_first: AdmitFirstOption = False,
-    output: Annotated[OutputFormat, typer.Option("--output", "-o")] = OutputFormat.TABLE,
+    output: Annotated[OutputFormat, typer.Option("--output", "-o", help=OUTPUT_HELP)] = OutputFormat.TABLE,
     policy: PolicyOption = "binpack",
     server: client.ServerOption = None,
     token: client.TokenOption = None,
@@ -197,7 +197,7 @@ def get_nodes(
     from gpuq.commands.nodes import nodes_document, nodes_table
 
     document = nodes_document(placer_after(files, admit_first, policy))
-    if output != OutputFormat.TABLE:
+    if not output.is_table:
         write_document(document, output)
         return
     out.print(nodes_table(document))
@@ -208,7 +208,7 @@ def describe_node(
     name: Annotated[str, typer.Argument(help="Node name.")],
     files: FilesOption,
     admit_first: AdmitFirstOption = False,
-    output: Annotated[OutputFormat, typer.Option("--output", "-o")] = OutputFormat.YAML,
+    output: Annotated[OutputFormat, typer.Option("--output", "-o", help=OUTPUT_HELP)] = OutputFormat.YAML,
     policy: PolicyOption = "binpack",
 ) -> None:
     """One node: labels (GPU Feature Discovery's included), taints, resources, GPUs, MIG slices, pods."""

@@ -44,7 +44,7 @@ def sha(path: Path) -> str:
 
 
 def run_simulation(name: str, args: list[str], out: Path) -> dict[str, str]:
-    subprocess.run([*GPUQ_CMD, "simulate", *args, "--out", str(out), "-q"], cwd=ROOT, check=True)
+    subprocess.run([*GPUQ_CMD, "simulate", *args, "--out-dir", str(out), "-q"], cwd=ROOT, check=True)
     hashes = {}
     for path in sorted(out.rglob("*")):
         if path.name in DETERMINISTIC:

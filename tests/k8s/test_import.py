@@ -199,7 +199,7 @@ def test_the_imported_scenario_simulates_from_the_cluster_as_dumped(imported: Pa
 
 def test_the_imported_scenario_simulates(imported: Path, tmp_path: Path) -> None:
     result = runner.invoke(
-        app, ["simulate", "-f", str(imported / "scenario.yaml"), "--out", str(tmp_path), "-q"]
+        app, ["simulate", "-f", str(imported / "scenario.yaml"), "--out-dir", str(tmp_path), "-q"]
     )
     assert result.exit_code == 0, result.output
     metrics = json.loads((tmp_path / "metrics.json").read_text())

@@ -80,7 +80,7 @@ def test_the_compressed_assignment_places_the_job_on_its_real_hosts(
 def test_the_imported_directory_simulates(imported: tuple[ImportResult, Path], tmp_path: Path) -> None:
     _, out = imported
     result = CliRunner().invoke(
-        app, ["simulate", "-f", str(out / "scenario.yaml"), "--out", str(tmp_path), "-q"]
+        app, ["simulate", "-f", str(out / "scenario.yaml"), "--out-dir", str(tmp_path), "-q"]
     )
     assert result.exit_code == 0, result.output
     assert (tmp_path / "metrics.json").exists()

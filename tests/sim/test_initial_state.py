@@ -402,7 +402,7 @@ def test_a_state_workload_naming_an_unknown_local_queue_loads_and_stays_pending(
     """One bad workload never stops simulate: it is warned about and waits, as Kueue leaves it."""
     scenario = Setup([workload("w", queue="nope")]).write(tmp_path)
     out = tmp_path / "out"
-    result = runner.invoke(app, ["simulate", "-f", str(scenario), "--out", str(out), "-q"])
+    result = runner.invoke(app, ["simulate", "-f", str(scenario), "--out-dir", str(out), "-q"])
     assert result.exit_code == 0, result.output
     assert "LocalQueue 'nope' not found in namespace 'team-a'" in result.output
     rows = {r.split(",")[1]: r for r in (out / "workloads.csv").read_text().splitlines()[1:]}
@@ -412,7 +412,7 @@ def test_a_state_workload_naming_an_unknown_local_queue_loads_and_stays_pending(
 def test_simulate_refuses_a_bad_state_and_writes_nothing(tmp_path: Path) -> None:
     scenario = Setup([workload("w", reserved=-10, cluster_queue="nope")]).write(tmp_path)
     out = tmp_path / "out"
-    result = runner.invoke(app, ["simulate", "-f", str(scenario), "--out", str(out), "-q"])
+    result = runner.invoke(app, ["simulate", "-f", str(scenario), "--out-dir", str(out), "-q"])
     assert result.exit_code == 1
     assert "Workload/w: status.admission.clusterQueue: ClusterQueue 'nope' not found" in result.output
     assert "the initial state does not fit the configuration" in result.output

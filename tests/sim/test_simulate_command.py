@@ -71,7 +71,7 @@ def trace_setup(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_compare_writes_metrics_workloads_and_report_for_every_variant(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = runner.invoke(app, ["simulate", "-f", HOLIDAY, "--compare", "--out", str(out), "-q"])
+    result = runner.invoke(app, ["simulate", "-f", HOLIDAY, "--compare", "--out-dir", str(out), "-q"])
     assert result.exit_code == 0, result.output
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["schema"] == "gpuq.dev/v1alpha1/SimulationMetrics"
@@ -118,7 +118,7 @@ def twice_at_once(command: list[str], outs: list[Path] | None = None) -> list[by
     each of ``outs`` when given); their standard outputs. Two CPUs: both runs take one's time."""
     running = [
         subprocess.Popen(
-            [*command, *(["--out", str(outs[index])] if outs else [])],
+            [*command, *(["--out-dir", str(outs[index])] if outs else [])],
             cwd=ROOT,
             env={**os.environ, "PYTHONHASHSEED": str(index + 1)},
             stdout=subprocess.PIPE,
@@ -176,7 +176,7 @@ def test_admit_on_the_gpu_estate_gives_byte_identical_output_whatever_the_hash_s
 def test_provisioning_wall_clock_seconds_go_to_stderr_not_to_metrics_json(tmp_path: Path) -> None:
     out = tmp_path / "out"
     scenario = "examples/symbol-retail/capacity/capacity.scenario"
-    args = ["simulate", "-f", str(ROOT / scenario), "--variant", "spot-checkpoints", "--out", str(out)]
+    args = ["simulate", "-f", str(ROOT / scenario), "--variant", "spot-checkpoints", "--out-dir", str(out)]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "s of it in provisioning decisions" in result.stderr
@@ -188,7 +188,7 @@ def test_another_seed_gives_other_arrivals(tmp_path: Path) -> None:
     waits = []
     for seed in ("1", "2"):
         out = tmp_path / seed
-        result = runner.invoke(app, ["simulate", "-f", HOLIDAY, "--seed", seed, "-q", "--out", str(out)])
+        result = runner.invoke(app, ["simulate", "-f", HOLIDAY, "--seed", seed, "-q", "--out-dir", str(out)])
         assert result.exit_code == 0, result.output
         waits.append((out / "workloads.csv").read_text())
     assert waits[0] != waits[1]
@@ -199,7 +199,8 @@ def test_a_trace_against_a_configuration_reports_refused_rows_with_their_lines(
 ) -> None:
     cluster, trace = trace_setup
     out = tmp_path / "out"
-    result = runner.invoke(app, ["simulate", "-f", str(cluster), "--trace", str(trace), "--out", str(out)])
+    args = ["simulate", "-f", str(cluster), "--trace", str(trace), "--out-dir", str(out)]
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "trace.csv:4" in result.output and "duration_s" in result.output
     assert "trace.csv:5" in result.output and "WorkloadPriorityClass 'nosuch' not found" in result.output
@@ -214,7 +215,7 @@ def test_a_trace_against_a_configuration_reports_refused_rows_with_their_lines(
 def test_strict_makes_refused_rows_fatal(tmp_path: Path, trace_setup: tuple[Path, Path]) -> None:
     cluster, trace = trace_setup
     result = runner.invoke(
-        app, ["simulate", "-f", str(cluster), "--trace", str(trace), "--strict", "--out", str(tmp_path)]
+        app, ["simulate", "-f", str(cluster), "--trace", str(trace), "--strict", "--out-dir", str(tmp_path)]
     )
     assert result.exit_code == 1
     assert "trace.csv:4" in result.output
@@ -271,7 +272,7 @@ def test_bad_inputs_fail_with_a_clear_error_and_write_nothing(
         (tmp_path / "scenario.yaml").write_text(SCENARIO.format(extra=extra))
         given = str(tmp_path / "scenario.yaml")
     out = tmp_path / "out"
-    result = runner.invoke(app, ["simulate", "-f", given, *args, "--out", str(out)])
+    result = runner.invoke(app, ["simulate", "-f", given, *args, "--out-dir", str(out)])
     assert result.exit_code == 1, result.output
     assert message in " ".join(result.output.split())
     assert not out.exists()
@@ -301,7 +302,7 @@ def test_workloads_no_node_could_ever_hold_are_refused_with_their_line(tmp_path:
             str(tmp_path / "cluster.yaml"),
             "--trace",
             str(tmp_path / "trace.csv"),
-            "--out",
+            "--out-dir",
             str(out),
         ],
     )
@@ -340,7 +341,7 @@ def test_a_public_trace_with_a_mapping_file_from_the_command_line(tmp_path: Path
             "philly",
             "--mapping",
             str(tmp_path / "teams.yaml"),
-            "--out",
+            "--out-dir",
             str(out),
             "-q",
         ],
@@ -398,7 +399,7 @@ def test_a_state_workload_kueue_never_admits_is_simulated_pending_with_a_warning
         + STATE_JOB.format(name="lost", queue="nope", gpus=1)
     )
     out = tmp_path / "out"
-    result = runner.invoke(app, ["simulate", "-f", str(tmp_path / "scenario.yaml"), "--out", str(out)])
+    result = runner.invoke(app, ["simulate", "-f", str(tmp_path / "scenario.yaml"), "--out-dir", str(out)])
     assert result.exit_code == 0, result.output
     text = " ".join(result.stderr.split())
     assert "Job/huge: spec.podSets[0]: warning: pod set 'main' needs 100000 nvidia.com/gpu" in text
@@ -426,6 +427,7 @@ def test_simulate_reads_each_configuration_file_once(tmp_path: Path, monkeypatch
 
     monkeypatch.setattr(builtins, "open", counting_open)
     example = Path(__file__).resolve().parents[2] / "examples" / "symbol-retail"
-    result = runner.invoke(app, ["simulate", "-f", str(example), "--compare", "--out", str(tmp_path), "-q"])
+    args = ["simulate", "-f", str(example), "--compare", "--out-dir", str(tmp_path), "-q"]
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert opened and set(opened.values()) == {1}, opened

@@ -83,7 +83,7 @@ def test_queues_of_a_date_pass_validate(tmp_path: Path) -> None:
         (["queues", str(EARTH), "--cohort", "Earth"], "cohort 'Earth': must be a lowercase RFC 1123 label"),
         (["nodes", str(EARTH)], "not a known machine list"),
         (["read", "/nonexistent/jobs.csv"], "/nonexistent/jobs.csv: no such file"),
-        (["read", str(EARTH), "--format", "helios"], "unknown trace format 'helios'"),
+        (["read", str(EARTH), "--trace-format", "helios"], "unknown trace format 'helios'"),
     ],
     ids=["unknown date", "cohort not a DNS label", "not a machine list", "missing trace", "unknown format"],
 )

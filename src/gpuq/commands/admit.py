@@ -55,7 +55,7 @@ def admit_snapshot(
     at = snapshot_time(result) if now is None else now
     run = run_cycles(scheduler, max_cycles=cycles, now=at)
     forecast = _forecast(result, at, policy, history, expected_arrivals) if eta else None
-    if output != OutputFormat.TABLE:
+    if not output.is_table:
         document = admit_document(run, scheduler)
         if forecast is not None:
             document["forecast"] = eta_document(*forecast)

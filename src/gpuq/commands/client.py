@@ -7,17 +7,16 @@ problem prints one clear line (and a refused apply every diagnostic) and exits 1
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console
 from rich.table import Table
+
+from gpuq.commands.render import OUTPUT_HELP, OutputFormat, write_document
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -29,16 +28,10 @@ out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 
-class Output(StrEnum):
-    TABLE = "table"
-    JSON = "json"
-    YAML = "yaml"
-
-
 ServerOption = Annotated[str | None, typer.Option("--server", help="Server URL (default: the context file).")]
 TokenOption = Annotated[str | None, typer.Option("--token", help="Bearer token (default: the context file).")]
 NamespaceOption = Annotated[str | None, typer.Option("--namespace", "-n", help="Namespace.")]
-OutputOption = Annotated[Output, typer.Option("--output", "-o", help="table, json or yaml.")]
+OutputOption = Annotated[OutputFormat, typer.Option("--output", "-o", help=OUTPUT_HELP)]
 SnapshotOption = Annotated[
     list[str] | None,
     typer.Option("--filename", "-f", help="Read these manifests (a snapshot) instead of asking a server."),
@@ -78,13 +71,6 @@ def connect(server: str | None, token: str | None, *, offline: bool = False) -> 
         hint = "; or give -f PATH to read manifests offline" if offline and error.status == 0 else ""
         err.print(f"error: {error}{hint}", style="red", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(1) from None
-
-
-def _write(document: Any, output: Output) -> None:
-    if output == Output.JSON:
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
-    else:
-        sys.stdout.write(yaml.safe_dump(document, sort_keys=False))
 
 
 def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> Table:
@@ -237,7 +223,7 @@ def delete(
 def get_workloads(
     namespace: NamespaceOption = None,
     state: Annotated[str | None, typer.Option("--state", help="Only workloads in this state.")] = None,
-    output: OutputOption = Output.TABLE,
+    output: OutputOption = OutputFormat.TABLE,
     chunk_size: Annotated[
         int, typer.Option("--chunk-size", min=0, help="Read the list in pages of this many (0: at once).")
     ] = DEFAULT_CHUNK,
@@ -258,11 +244,13 @@ def get_workloads(
         path = f"/namespaces/{namespace}/workloads" if namespace else "/workloads"
         with connect(server, token, offline=True) as client:
             items = client.get_all(path, chunk_size or None, state=state)
-    _show(items, output, "Workloads", _tables().WORKLOAD_COLUMNS, _tables().workload_rows)
+    tables = _tables()
+    wide = (tables.WORKLOAD_WIDE_COLUMNS, tables.workload_wide_rows)
+    _show(items, output, "Workloads", tables.WORKLOAD_COLUMNS, tables.workload_rows, wide)
 
 
 def get_clusterqueues(
-    output: OutputOption = Output.TABLE,
+    output: OutputOption = OutputFormat.TABLE,
     files: SnapshotOption = None,
     admit: AdmitOption = False,
     policy: PolicyOption = "binpack",
@@ -282,7 +270,7 @@ def get_clusterqueues(
 
 def get_localqueues(
     namespace: NamespaceOption = None,
-    output: OutputOption = Output.TABLE,
+    output: OutputOption = OutputFormat.TABLE,
     files: SnapshotOption = None,
     admit: AdmitOption = False,
     policy: PolicyOption = "binpack",
@@ -332,7 +320,7 @@ def service_rows(items: list[dict[str, Any]]) -> list[tables.Row]:
 
 def get_services(
     namespace: NamespaceOption = None,
-    output: OutputOption = Output.TABLE,
+    output: OutputOption = OutputFormat.TABLE,
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
@@ -353,7 +341,7 @@ def get_pending(
         str | None, typer.Option("--localqueue", help="A LocalQueue's queue (with -n).")
     ] = None,
     namespace: NamespaceOption = None,
-    output: OutputOption = Output.TABLE,
+    output: OutputOption = OutputFormat.TABLE,
     files: SnapshotOption = None,
     admit: AdmitOption = False,
     policy: PolicyOption = "binpack",
@@ -387,13 +375,13 @@ def get_nodes(output: str = "table", server: str | None = None, token: str | Non
     """``gpuq get nodes`` without ``-f``: the server's live nodes and the devices in use."""
     with connect(server, token, offline=True) as client:
         items = client.get("/nodes")["items"]
-    _show(items, Output(output), "Nodes", _tables().NODE_COLUMNS, _tables().node_rows)
+    _show(items, OutputFormat(output), "Nodes", _tables().NODE_COLUMNS, _tables().node_rows)
 
 
 def describe_workload(
     name: Annotated[str, typer.Argument(help="Workload name (the source's metadata.name).")],
     namespace: NamespaceOption = None,
-    output: OutputOption = Output.TABLE,
+    output: OutputOption = OutputFormat.TABLE,
     files: SnapshotOption = None,
     admit: AdmitOption = False,
     policy: PolicyOption = "binpack",
@@ -422,8 +410,8 @@ def describe_workload(
             workload = client.get(f"/namespaces/{namespace or 'default'}/workloads/{name}")
             query = {"namespace": namespace or "default", "kind": "Workload", "name": name}
             events = client.get("/events", **query)["items"]
-    if output != Output.TABLE:
-        _write({**workload, "events": events}, output)
+    if not output.is_table:
+        write_document({**workload, "events": events}, output)
         return
     tables = _tables()
     for label, value in tables.workload_summary(workload):
@@ -459,12 +447,16 @@ def logs(
 
 def _show(
     items: list[dict[str, Any]],
-    output: Output,
+    output: OutputFormat,
     title: str,
     columns: tuple[str, ...],
     rows: Callable[[list[dict[str, Any]]], list[tables.Row]],
+    wide: tuple[tuple[str, ...], Callable[[list[dict[str, Any]]], list[tables.Row]]] | None = None,
 ) -> None:
-    if output != Output.TABLE:
-        _write(items, output)
+    """The items as a table (``-o wide``: the verb's wider table where it has one) or a document."""
+    if not output.is_table:
+        write_document(items, output)
+    elif output == OutputFormat.WIDE and wide is not None:
+        out.print(_table(title, wide[0], wide[1](items)))
     else:
         out.print(_table(title, columns, rows(items)))

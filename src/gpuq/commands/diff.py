@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from gpuq.commands.render import OUTPUT_HELP, OutputFormat, write_document
 
 if TYPE_CHECKING:
     from gpuq.k8s.diff import DiffResult
@@ -20,15 +20,12 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 MARKS = {"added": "+", "removed": "-", "changed": "~"}
 
 
-class DiffFormat(StrEnum):
-    TEXT = "text"
-    JSON = "json"
-
-
 def diff(
     old: Annotated[str, typer.Argument(help="The first configuration: file, directory or - (stdin).")],
     new: Annotated[str, typer.Argument(help="The second configuration: file or directory.")],
-    output: Annotated[DiffFormat, typer.Option("--output", "-o", help="text or json.")] = DiffFormat.TEXT,
+    output: Annotated[
+        OutputFormat, typer.Option("--output", "-o", help=f"{OUTPUT_HELP} Tables are plain lines when piped.")
+    ] = OutputFormat.TABLE,
 ) -> None:
     """Compare two configurations object by object (kind/namespace/name) and field by field, ignoring
     server-managed metadata and status, with quantities and Kueue defaults normalised. Exit status:
@@ -42,8 +39,8 @@ def diff(
         for diagnostic in error.diagnostics:
             err.print(str(diagnostic), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from error
-    if output == DiffFormat.JSON:
-        sys.stdout.write(json.dumps(as_document(result), indent=2) + "\n")
+    if not output.is_table:
+        write_document(as_document(result), output)
     elif out.is_terminal:
         _table(result)
     else:

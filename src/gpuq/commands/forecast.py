@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
@@ -12,6 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from gpuq.commands.render import OUTPUT_HELP, OutputFormat, write_document
 from gpuq.forecast.defaults import DEFAULT_EXACT_STARTS, DEFAULT_HORIZON_S
 from gpuq.snapshot.runtimes import EstimatorSettings
 
@@ -23,11 +22,6 @@ if TYPE_CHECKING:
 out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 DEFAULTS = EstimatorSettings()
-
-
-class AccuracyFormat(StrEnum):
-    TABLE = "table"
-    JSON = "json"
 
 
 def forecast_accuracy(
@@ -77,9 +71,7 @@ def forecast_accuracy(
             "alone (0: no limit).",
         ),
     ] = DEFAULT_EXACT_STARTS,
-    output: Annotated[AccuracyFormat, typer.Option("--output", "-o", help="table or json.")] = (
-        AccuracyFormat.TABLE
-    ),
+    output: Annotated[OutputFormat, typer.Option("--output", "-o", help=OUTPUT_HELP)] = (OutputFormat.TABLE),
 ) -> None:
     """Replay the Scenario, forecast every waiting workload's start at each probe time as a live
     cluster would (runtimes learned only from runs finished by then), and compare with the actual
@@ -109,10 +101,9 @@ def forecast_accuracy(
     times = probe_times(first, interval, last, probes)
     if not times:
         _fail(f"no probe time between {first:g}s and {last:g}s")
-    result = _run(prepared, times, settings, ahead, quiet=output != AccuracyFormat.TABLE)
-    if output == AccuracyFormat.JSON:
-        document = {"scenario": scenario, "variant": prepared.plan.name, **result.as_dict()}
-        out.print_json(json.dumps(document))
+    result = _run(prepared, times, settings, ahead, quiet=not output.is_table)
+    if not output.is_table:
+        write_document({"scenario": scenario, "variant": prepared.plan.name, **result.as_dict()}, output)
         return
     _print_table(scenario, prepared, result)
 

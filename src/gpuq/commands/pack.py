@@ -6,27 +6,21 @@ input (the message names file, line and column) or bad options.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from gpuq.commands.render import OUTPUT_HELP, OutputFormat, write_document
 from gpuq.core.placement.policies import PolicyName
 
 if TYPE_CHECKING:
     from gpuq.pack.experiment import PackResult
 
 TABLE_STEP_PCT = 10
-
-
-class PackOutput(StrEnum):
-    TABLE = "table"
-    JSON = "json"
 
 
 def pack(
@@ -48,7 +42,7 @@ def pack(
         ),
     ] = 1.3,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the arrival order and tie-breaks.")] = 42,
-    output: Annotated[PackOutput, typer.Option("--output", "-o", help="table or json.")] = PackOutput.TABLE,
+    output: Annotated[OutputFormat, typer.Option("--output", "-o", help=OUTPUT_HELP)] = OutputFormat.TABLE,
 ) -> None:
     """Place a shuffled, tuned pod list on the nodes with one policy (the FGD paper's experiment) and
     print GPU allocation, fragmentation and failed pods per percent of arrived GPU demand."""
@@ -63,8 +57,8 @@ def pack(
         err.print(f"error: {error}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     wall_s = time.perf_counter() - started
-    if output is PackOutput.JSON:
-        sys.stdout.write(json.dumps(result.as_dict(), indent=2) + "\n")
+    if not output.is_table:
+        write_document(result.as_dict(), output)
     else:
         _print_table(result, wall_s)
 

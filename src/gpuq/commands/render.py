@@ -17,13 +17,25 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 
 class OutputFormat(StrEnum):
+    """``-o`` in every verb, as kubectl's: tables for people (``wide`` with more columns where a
+    verb has them, else the same table), JSON and YAML documents for scripts."""
+
     TABLE = "table"
+    WIDE = "wide"
     JSON = "json"
     YAML = "yaml"
 
+    @property
+    def is_table(self) -> bool:
+        return self in (OutputFormat.TABLE, OutputFormat.WIDE)
+
+
+OUTPUT_HELP = "Output format: table, wide, json or yaml."
+
 
 def write_document(document: Any, output: OutputFormat) -> None:
-    """``document`` on stdout as JSON (indented) or YAML (in the document's own key order)."""
+    """``document`` on stdout as JSON (indented) or YAML (in the document's own key order); the
+    table formats of a verb that has only a document print it as YAML."""
     if output == OutputFormat.JSON:
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:

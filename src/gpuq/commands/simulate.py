@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from gpuq.commands.render import OUTPUT_HELP, OutputFormat, write_document
+
 if TYPE_CHECKING:
     from gpuq.sim.provisioning.provisioner import Provisioner
     from gpuq.sim.scenario import PreparedVariant, ScenarioPlan
@@ -46,8 +48,15 @@ def simulate(
         typer.Option("--mapping", help="Mapping file: trace groups to namespaces and LocalQueues."),
     ] = None,
     out_dir: Annotated[
-        Path | None, typer.Option("--out", help="Output directory (default ./gpuq-out/<scenario>).")
+        Path | None, typer.Option("--out-dir", help="Output directory (default ./gpuq-out/<scenario>).")
     ] = None,
+    old_out: Annotated[
+        Path | None, typer.Option("--out", hidden=True, help="Deprecated spelling of --out-dir.")
+    ] = None,
+    output: Annotated[
+        OutputFormat,
+        typer.Option("--output", "-o", help=f"{OUTPUT_HELP} json/yaml print the metrics document on stdout."),
+    ] = OutputFormat.TABLE,
     seed: Annotated[int | None, typer.Option("--seed", help="Random seed (default: the Scenario's).")] = None,
     compare: Annotated[
         bool, typer.Option("--compare", help="Run every variant of the Scenario side by side.")
@@ -60,8 +69,11 @@ def simulate(
 ) -> None:
     """Simulate the Scenario (or a trace against the configuration) with the same engine as gpuq serve.
 
-    Writes metrics.json, workloads.csv and report.html (opens offline) to --out.
+    Writes metrics.json, workloads.csv and report.html (opens offline) to --out-dir.
     """
+    if old_out is not None:
+        err.print("warning: --out is deprecated; use --out-dir", style="yellow", highlight=False)
+        out_dir = out_dir or old_out
     from gpuq.sim.metrics import SCHEMA, variant_metrics, workloads_csv
     from gpuq.sim.provisioning import report as provisioning_report
     from gpuq.sim.scenario import ScenarioError, load_workloads, plan_scenario, prepare
@@ -152,9 +164,14 @@ def simulate(
             )
     document = {"schema": SCHEMA, "scenario": plan.name, "seed": plan.seed, "variants": variants}
     paths = _write_outputs(target, document, csv_parts)
+    wrote = f"wrote {', '.join(str(p) for p in paths)}"
+    if not output.is_table:  # the document on stdout, for scripts; what was written on stderr
+        write_document(document, output)
+        err.print(wrote, highlight=False, markup=False)
+        return
     if not quiet:
         _print_summary(plan, variants)
-    out.print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False, markup=False)
+    out.print(wrote, highlight=False, markup=False)
 
 
 def _run(prepared: PreparedVariant, quiet: bool) -> tuple[SimResult, Provisioner | None]:

@@ -12,7 +12,6 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable
-from enum import StrEnum
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -20,6 +19,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from gpuq.commands.render import OUTPUT_HELP, OutputFormat, write_document
 from gpuq.sim.traces import FORMATS, TraceError, TraceRead, read_trace
 from gpuq.sim.traces.helios import helios_queues
 from gpuq.sim.traces.nodes import MACHINE_LISTS, node_pools
@@ -33,18 +33,12 @@ trace_app = typer.Typer(
 )
 
 
-class ManifestFormat(StrEnum):
-    YAML = "yaml"
-    JSON = "json"
-
-
-class SummaryFormat(StrEnum):
-    TABLE = "table"
-    JSON = "json"
-
-
 def _err() -> Console:
     return Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+
+
+def _out() -> Console:
+    return Console(width=None if sys.stdout.isatty() else 200)
 
 
 def _or_exit(build: Callable[[], T]) -> T:
@@ -56,21 +50,54 @@ def _or_exit(build: Callable[[], T]) -> T:
         raise typer.Exit(1) from None
 
 
-def _print_manifests(
-    manifests: Iterable[dict[str, Any]], notes: Iterable[str], output: ManifestFormat
-) -> None:
-    """YAML documents, or JSON as a ``kind: List`` (which ``gpuq validate`` also reads); notes to stderr."""
+def _print_manifests(manifests: Iterable[dict[str, Any]], notes: Iterable[str], output: OutputFormat) -> None:
+    """YAML documents, or JSON as a ``kind: List`` (which ``gpuq validate`` also reads), or a table of
+    what they are (kind, name, the figures that matter); notes to stderr."""
     err = _err()
     for note in notes:
         err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
-    if output is ManifestFormat.JSON:
+    if output.is_table:
+        _manifest_table(list(manifests))
+    elif output is OutputFormat.JSON:
         document = {"apiVersion": "v1", "kind": "List", "items": list(manifests)}
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
         sys.stdout.write(yaml.safe_dump_all(list(manifests), sort_keys=False))
 
 
-OutputOption = Annotated[ManifestFormat, typer.Option("--output", "-o", help="yaml or json (a v1 List).")]
+OutputOption = Annotated[
+    OutputFormat, typer.Option("--output", "-o", help=f"{OUTPUT_HELP} JSON is a v1 List; default yaml.")
+]
+
+
+def _manifest_table(manifests: list[dict[str, Any]]) -> None:
+    table = Table(title="Manifests", title_justify="left")
+    for column in ("kind", "namespace", "name", "nodes / quota", "GPUs"):  # -o wide: the same
+        table.add_column(column)
+    for manifest in manifests:
+        spec = manifest.get("spec") or {}
+        metadata = manifest.get("metadata") or {}
+        nodes, gpus = "", ""
+        if manifest.get("kind") == "NodePool":
+            gpu = spec.get("gpu") if isinstance(spec.get("gpu"), dict) else {}
+            nodes = str(spec.get("count", ""))
+            gpus = f"{gpu.get('count')} x {gpu.get('model')} per node" if gpu else ""
+        elif manifest.get("kind") == "ClusterQueue":
+            quotas = [
+                f"{r.get('name')}={r.get('nominalQuota')}"
+                for group in spec.get("resourceGroups") or []
+                for flavor in group.get("flavors") or []
+                for r in flavor.get("resources") or []
+            ]
+            nodes = ", ".join(quotas)
+        table.add_row(
+            str(manifest.get("kind", "")),
+            str(metadata.get("namespace") or ""),
+            str(metadata.get("name", "")),
+            nodes,
+            gpus,
+        )
+    _out().print(table)
 
 
 @trace_app.command("nodes")
@@ -78,7 +105,7 @@ def nodes(
     file: Annotated[
         str, typer.Argument(help=f"Machine list; its name starts with {', '.join(MACHINE_LISTS)}.")
     ],
-    output: OutputOption = ManifestFormat.YAML,
+    output: OutputOption = OutputFormat.YAML,
 ) -> None:
     """Print the NodePool and GPUModel manifests of a public trace's machine list."""
     pools = _or_exit(lambda: node_pools(file))
@@ -94,7 +121,7 @@ def queues(
     namespace_prefix: Annotated[
         str, typer.Option("--namespace-prefix", help="Put in front of every namespace name.")
     ] = "",
-    output: OutputOption = ManifestFormat.YAML,
+    output: OutputOption = OutputFormat.YAML,
 ) -> None:
     """Print one day's Helios VC quotas as Kueue queues: a ClusterQueue, Namespace and LocalQueue per VC."""
     built = _or_exit(
@@ -107,7 +134,10 @@ def queues(
 def read(
     file: Annotated[str, typer.Argument(help="Workload trace (CSV, JSONL or a public trace, .xz allowed).")],
     trace_format: Annotated[
-        str | None, typer.Option("--format", help=f"{', '.join(FORMATS)} (default: from the name).")
+        str | None, typer.Option("--trace-format", help=f"{', '.join(FORMATS)} (default: from the name).")
+    ] = None,
+    old_format: Annotated[
+        str | None, typer.Option("--format", hidden=True, help="Deprecated spelling of --trace-format.")
     ] = None,
     mapping: Annotated[
         str | None,
@@ -115,17 +145,18 @@ def read(
     ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="A refused row is an error (exit 1).")] = False,
     limit: Annotated[int | None, typer.Option("--limit", min=0, help="Read only the first N rows.")] = None,
-    output: Annotated[
-        SummaryFormat, typer.Option("--output", "-o", help="table or json.")
-    ] = SummaryFormat.TABLE,
+    output: Annotated[OutputFormat, typer.Option("--output", "-o", help=OUTPUT_HELP)] = OutputFormat.TABLE,
 ) -> None:
     """Read a trace as gpuq simulate would and summarise it: jobs per queue, GPU-hours, refused rows."""
+    if old_format is not None:
+        _err().print("warning: --format is deprecated; use --trace-format", style="yellow", highlight=False)
+        trace_format = trace_format or old_format
     trace = _or_exit(
         lambda: read_trace(file, format=trace_format, mapping=mapping, strict=strict, limit=limit)
     )
     summary = trace_summary(trace)
-    if output is SummaryFormat.JSON:
-        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    if not output.is_table:
+        write_document(summary, output)
     else:
         _print_summary(summary)
 

@@ -26,6 +26,7 @@ WORKLOAD_COLUMNS = (
     "eta",
     "message",
 )
+WORKLOAD_WIDE_COLUMNS = (*WORKLOAD_COLUMNS[:-1], "flavors", "requeues", "admitted", "started", "message")
 CLUSTER_QUEUE_COLUMNS = ("name", "cohort", "nominal quota", "pending", "admitted")
 LOCAL_QUEUE_COLUMNS = ("namespace", "name", "cluster queue", "pending", "admitted")
 PENDING_COLUMNS = ("position", "in local queue", "workload", "local queue", "priority", "why it waits")
@@ -146,6 +147,19 @@ def workload_rows(items: list[dict[str, Any]]) -> list[Row]:
         )
         for w in items
     ]
+
+
+def workload_wide_rows(items: list[dict[str, Any]]) -> list[Row]:
+    """``-o wide``: the workload rows with the flavors of the admission, requeues and times."""
+    rows = []
+    for w, row in zip(items, workload_rows(items), strict=True):
+        admission = w.get("admission") or {}
+        flavors = sorted(
+            {f for ps in admission.get("podSetAssignments") or [] for f in (ps.get("flavors") or {}).values()}
+        )
+        extra = (", ".join(flavors) or "-", str(w.get("requeueCount") or 0))
+        rows.append((*row[:-1], *extra, clock(w.get("admittedAt")), clock(w.get("startedAt")), row[-1]))
+    return rows
 
 
 def cluster_queue_rows(items: list[dict[str, Any]]) -> list[Row]:
