@@ -46,6 +46,7 @@ from gpuq.api.source_fields import (
     pod_template,
     queue_name,
 )
+from gpuq.api.spark_sources import sparkapplication_pod_sets as spark_pod_sets
 
 WORKLOAD_API_VERSION = "kueue.x-k8s.io/v1beta2"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -184,6 +185,7 @@ _KINDS: dict[tuple[str, str], _Kind] = {
     ("kubeflow.org/v1", "PaddleJob"): _kubeflow("PaddleJob"),
     ("kubeflow.org/v1", "JAXJob"): _kubeflow("JAXJob"),
     ("kubeflow.org/v2beta1", "MPIJob"): _kubeflow("MPIJob"),
+    ("sparkoperator.k8s.io/v1beta2", "SparkApplication"): _Kind("sparkoperator.k8s.io", spark_pod_sets),
     ("ray.io/v1", "RayJob"): _Kind("ray.io", rayjob_pod_sets),
     ("ray.io/v1", "RayCluster"): _Kind("ray.io", raycluster_pod_sets),
     ("v1", "Pod"): _Kind("", _pod_pod_sets),
