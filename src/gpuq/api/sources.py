@@ -47,6 +47,7 @@ from gpuq.api.source_fields import (
     queue_name,
 )
 from gpuq.api.spark_sources import sparkapplication_pod_sets as spark_pod_sets
+from gpuq.api.trainjob_sources import SourceContext, trainjob_pod_sets
 
 WORKLOAD_API_VERSION = "kueue.x-k8s.io/v1beta2"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -167,13 +168,17 @@ def _pod_pod_sets(doc: Mapping[str, Any], spec: dict[str, Any]) -> list[dict[str
 # --- kinds, names and the Workload -----------------------------------------------------------------
 
 PodSetBuilder = Callable[[Mapping[str, Any], dict[str, Any]], list[dict[str, Any]]]
+ResolvingBuilder = Callable[[Mapping[str, Any], dict[str, Any], SourceContext], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
 class _Kind:
+    """``resolving``: instead of ``pod_sets``, a builder that reads other objects (a TrainJob's runtime)."""
+
     group: str
-    pod_sets: PodSetBuilder
+    pod_sets: PodSetBuilder | None
     priority_class: Callable[[Mapping[str, Any]], str] | None = None
+    resolving: ResolvingBuilder | None = None
 
 
 _KINDS: dict[tuple[str, str], _Kind] = {
@@ -186,6 +191,9 @@ _KINDS: dict[tuple[str, str], _Kind] = {
     ("kubeflow.org/v1", "JAXJob"): _kubeflow("JAXJob"),
     ("kubeflow.org/v2beta1", "MPIJob"): _kubeflow("MPIJob"),
     ("sparkoperator.k8s.io/v1beta2", "SparkApplication"): _Kind("sparkoperator.k8s.io", spark_pod_sets),
+    ("trainer.kubeflow.org/v1alpha1", "TrainJob"): _Kind(
+        "trainer.kubeflow.org", None, None, trainjob_pod_sets
+    ),
     ("ray.io/v1", "RayJob"): _Kind("ray.io", rayjob_pod_sets),
     ("ray.io/v1", "RayCluster"): _Kind("ray.io", raycluster_pod_sets),
     ("v1", "Pod"): _Kind("", _pod_pod_sets),
@@ -273,12 +281,16 @@ def _workload_metadata(
     return out
 
 
-def to_workload(doc: dict[str, Any], *, label_keys_to_copy: Iterable[str] = ()) -> dict[str, Any]:
+def to_workload(
+    doc: dict[str, Any], *, label_keys_to_copy: Iterable[str] = (), context: SourceContext | None = None
+) -> dict[str, Any]:
     """Build the Workload manifest Kueue would create for the source ``doc``.
 
     ``doc`` is not modified; pod templates are deep copies. ``label_keys_to_copy``
-    plays Kueue's ``integrations.labelKeysToCopy``. Raises :class:`SourceError`
-    naming the offending field of ``doc``.
+    plays Kueue's ``integrations.labelKeysToCopy``; ``context`` holds the objects
+    a source may refer to (a TrainJob's runtime). Raises :class:`SourceError`
+    naming the offending field of ``doc`` (:class:`RuntimeMissing` when a
+    referenced object is not in ``context``).
     """
     kind_name = doc.get("kind")
     kind = _KINDS.get((str(doc.get("apiVersion")), str(kind_name)))
@@ -290,7 +302,12 @@ def to_workload(doc: dict[str, Any], *, label_keys_to_copy: Iterable[str] = ()) 
             f"metadata.annotations[{ELASTIC_JOB_ANNOTATION}]", "elastic jobs are not supported by gpuq"
         )
     spec = mapping_field(doc.get("spec"), "spec")
-    pod_sets = kind.pod_sets({**doc, "metadata": metadata}, spec)
+    with_metadata = {**doc, "metadata": metadata}
+    if kind.resolving is not None:
+        pod_sets = kind.resolving(with_metadata, spec, context or SourceContext())
+    else:
+        assert kind.pod_sets is not None
+        pod_sets = kind.pod_sets(with_metadata, spec)
     custom = kind.priority_class(spec) if kind.priority_class else None
     priority_name, priority_source = _priority(metadata, custom, pod_sets)
     name = workload_name(metadata["name"], str(metadata.get("uid") or ""), str(kind_name), kind.group)
