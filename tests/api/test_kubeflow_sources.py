@@ -11,6 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from gpuq.api.loader import load
+from gpuq.api.names import source_document_problems, source_name_problem
 from gpuq.api.source_fields import SourceError
 from gpuq.api.sources import is_source, to_workload
 from gpuq.cli import app
@@ -339,3 +340,20 @@ def test_kueues_examples_load_and_admit_with_kueues_single_cluster_queue() -> No
     admitted = json.loads(out.stdout)["admitted"]
     (mpi,) = admitted.values()
     assert {name: ps["count"] for name, ps in mpi["podSets"].items()} == {"launcher": 1, "worker": 2}
+
+
+@pytest.mark.parametrize("kind", ["TFJob", "XGBoostJob", "PaddleJob", "JAXJob"])
+def test_training_operator_names_are_dns_1035_labels(kind: str) -> None:
+    problem = source_name_problem(kind, "1-starts-with-a-digit")
+    assert problem is not None and f"the training operator's rule for a {kind}" in problem
+    assert source_name_problem(kind, "a" * 63) is None
+
+
+def test_an_mpijob_name_leaves_room_for_its_last_worker_host_name() -> None:
+    """mpi-operator's validateMPIJobName: ``<name>-worker-<replicas - 1>`` is a DNS-1035 label."""
+    workers = {"Launcher": {"template": tmpl("l")}, "Worker": {"replicas": 100, "template": tmpl("w")}}
+    fits = {**kf("MPIJob", workers), "metadata": {"name": "a" * (63 - len("-worker-99"))}}
+    assert list(source_document_problems(fits)) == []
+    too_long = {**fits, "metadata": {"name": "a" * (64 - len("-worker-99"))}}
+    ((field, message),) = source_document_problems(too_long)
+    assert field == ("metadata", "name") and "-worker-99" in message
