@@ -58,7 +58,11 @@ def load_one(tmp_path: Path, document: dict[str, Any]) -> Any:
 LONGEST_OK = [
     ("Job", lambda n: named(job(), n), 63),
     ("JobSet", lambda n: named(jobset(rjob("workers", 2)), n), 63 - len("-workers-0")),
-    ("PyTorchJob", lambda n: named(pytorchjob({"Master": {"template": template()}}), n), 63),
+    (
+        "PyTorchJob",
+        lambda n: named(pytorchjob({"Master": {"template": template(container="pytorch")}}), n),
+        63,
+    ),
     ("RayJob", lambda n: named(rayjob(cluster_spec(), shutdownAfterJobFinishes=True), n), 47),
     ("RayCluster", lambda n: named(raycluster(cluster_spec()), n), 53),
     ("Pod", pod, 255 - len("_main-0")),

@@ -12,12 +12,17 @@ from gpuq.api.sources import SourceError, is_source, to_workload, workload_name
 QUEUE = {"kueue.x-k8s.io/queue-name": "team-a"}
 
 
-def pod_spec(image: str = "img", **extra: Any) -> dict[str, Any]:
-    return {"containers": [{"name": "c", "image": image}], **extra}
+def pod_spec(image: str = "img", container: str = "c", **extra: Any) -> dict[str, Any]:
+    return {"containers": [{"name": container, "image": image}], **extra}
 
 
-def template(image: str = "img", **extra: Any) -> dict[str, Any]:
-    return {"spec": pod_spec(image, **extra)}
+def template(image: str = "img", container: str = "c", **extra: Any) -> dict[str, Any]:
+    return {"spec": pod_spec(image, container, **extra)}
+
+
+def pt_template(image: str = "img", **extra: Any) -> dict[str, Any]:
+    """A template the training operator accepts in a PyTorchJob: its container is named ``pytorch``."""
+    return template(image, "pytorch", **extra)
 
 
 def source(api_version: str, kind: str, spec: Any, name: str = "w", **metadata: Any) -> dict[str, Any]:
@@ -128,14 +133,17 @@ POD_SET_CASES = [
     ),
     pytest.param(
         pytorchjob(
-            {"Worker": {"replicas": 3, "template": template("w")}, "Master": {"template": template("m")}}
+            {
+                "Worker": {"replicas": 3, "template": pt_template("w")},
+                "Master": {"template": pt_template("m")},
+            }
         ),
-        [ps("master", 1, template("m")), ps("worker", 3, template("w"))],
+        [ps("master", 1, pt_template("m")), ps("worker", 3, pt_template("w"))],
         id="a pytorchjob lists master before worker whatever the manifest order",
     ),
     pytest.param(
-        pytorchjob({"Worker": {"replicas": 2, "template": template("w")}}),
-        [ps("worker", 2, template("w"))],
+        pytorchjob({"Worker": {"replicas": 2, "template": pt_template("w")}}),
+        [ps("worker", 2, pt_template("w"))],
         id="a pytorchjob without a master has only the worker pod set",
     ),
     pytest.param(
@@ -327,7 +335,7 @@ PRIORITY_CASES = [
     ),
     pytest.param(
         pytorchjob(
-            {"Master": {"template": template(priorityClassName="m-pc")}},
+            {"Master": {"template": pt_template(priorityClassName="m-pc")}},
             runPolicy={"schedulingPolicy": {"priorityClass": "run-pc"}},
         ),
         ("run-pc", "scheduling.k8s.io/priorityclass"),
@@ -335,7 +343,10 @@ PRIORITY_CASES = [
     ),
     pytest.param(
         pytorchjob(
-            {"Worker": {"template": template(priorityClassName="w-pc")}, "Master": {"template": template()}}
+            {
+                "Worker": {"template": pt_template(priorityClassName="w-pc")},
+                "Master": {"template": pt_template()},
+            }
         ),
         ("w-pc", "scheduling.k8s.io/priorityclass"),
         id="a pytorchjob without a scheduling policy uses the first replica type that names one",
@@ -412,12 +423,12 @@ ERROR_CASES = [
         jobset(rjob("Big_Job")), "spec.replicatedJobs[0].name", id="a pod set name that is not a DNS label"
     ),
     pytest.param(
-        pytorchjob({"Chief": {"template": template()}}),
+        pytorchjob({"Chief": {"template": pt_template()}}),
         "spec.pytorchReplicaSpecs[Chief]",
         id="an unknown pytorch replica type is refused rather than left unaccounted",
     ),
     pytest.param(
-        pytorchjob({"Worker": {"replicas": -2, "template": template()}}),
+        pytorchjob({"Worker": {"replicas": -2, "template": pt_template()}}),
         "spec.pytorchReplicaSpecs[Worker].replicas",
         id="negative pytorch replicas are refused",
     ),

@@ -54,6 +54,7 @@ from gpuq.api.fields import unknown_fields, unknown_raw_fields
 from gpuq.api.names import dns_subdomain_problem
 from gpuq.api.nodes_convert import NodePoolSummary
 from gpuq.api.source_fields import QUEUE_LABEL, template_aliases
+from gpuq.api.trainjob_sources import RuntimeMissing, SourceContext, is_runtime
 from gpuq.core.gpus import DEFAULT_CATALOGUE, GPUCatalogue
 from gpuq.core.model import ClusterConfig, Workload
 from gpuq.core.nodes import Node
@@ -171,11 +172,12 @@ def load_documents(
     """Steps 2 onwards of :func:`load`: documents become manifests, are checked and converted."""
     manifests: list[Manifest] = []
     broken: list[references.ObjectKey] = []
-    for document in documents:
-        for item in expand_lists(document, diagnostics):
-            manifest = read_manifest(item, diagnostics, broken)
-            if manifest is not None:
-                manifests.append(manifest)
+    items = [item for document in documents for item in expand_lists(document, diagnostics)]
+    context = SourceContext.of(item.data for item in items)  # the second pass reads sources against it
+    for item in items:
+        manifest = read_manifest(item, diagnostics, broken, context)
+        if manifest is not None:
+            manifests.append(manifest)
     manifests, unqueued = queue_defaulting.default_queues(manifests)
     diagnostics += unqueued
     for manifest in manifests:
@@ -243,6 +245,10 @@ def load_workloads(
     manifests: list[Manifest] = []
     for document in documents:
         for item in expand_lists(document, diagnostics):
+            if isinstance(item.data, dict) and is_runtime(
+                str(item.data.get("apiVersion")), str(item.data.get("kind"))
+            ):
+                return None  # a TrainJob's runtime: other sources may need it, load everything
             manifest = read_manifest(item, diagnostics, broken)
             if manifest is not None and not isinstance(manifest.model, kueue.Workload):
                 return None
@@ -485,12 +491,17 @@ def expand_lists(document: Document, diagnostics: list[Diagnostic]) -> Iterator[
 
 
 def read_manifest(
-    document: Document, diagnostics: list[Diagnostic], broken: list[references.ObjectKey] | None = None
+    document: Document,
+    diagnostics: list[Diagnostic],
+    broken: list[references.ObjectKey] | None = None,
+    context: SourceContext | None = None,
 ) -> Manifest | None:
     """Turn one document into a :class:`Manifest`, appending what was wrong to ``diagnostics``.
 
     Objects of a known kind that fail type validation are added to ``broken``
-    so that references to them are not reported as missing as well.
+    so that references to them are not reported as missing as well. ``context``
+    holds the objects sources refer to (Trainer runtimes, which give no manifest
+    of their own); a source whose referenced object is missing stays pending.
     """
     data = document.data
     if not isinstance(data, dict):
@@ -504,7 +515,9 @@ def read_manifest(
     assert isinstance(api_version, str) and isinstance(kind, str)
     sources = _sources()
     if sources is not None and sources.is_source(api_version, kind):
-        return _read_source(document, sources, diagnostics, broken)
+        return _read_source(document, sources, diagnostics, broken, context)
+    if is_runtime(api_version, kind):
+        return None
     if serving.is_serving_kind(api_version, kind):  # Deployment, HPA, ScaledObject, KServe... (serving.py)
         return serving.read_document(document.path, document.line, data, document.lines, diagnostics)
     model = kueue.model_for(api_version, kind)
@@ -554,15 +567,19 @@ def _read_source(
     sources: ModuleType,
     diagnostics: list[Diagnostic],
     broken: list[references.ObjectKey] | None,
+    context: SourceContext | None = None,
 ) -> Manifest | None:
     data = document.data
     kind, name = str(data["kind"]), _name_of(data)
     try:
-        workload = sources.to_workload(data)
+        workload = sources.to_workload(data, context=context)
     except sources.SourceError as err:
         parts = _split_field(err.field)
         line = Manifest(document.path, document.line, kind, name, "", None, document.lines).line_of(parts)
-        diagnostics.append(Diagnostic(document.path, line, kind, name, err.field, err.message))
+        pending = isinstance(err, RuntimeMissing)  # Kueue makes no Workload; the job waits for its runtime
+        diagnostics.append(
+            Diagnostic(document.path, line, kind, name, err.field, err.message, stays_pending=pending)
+        )
         return None
     aliases = template_aliases(data, workload)
     aliases[queue_defaulting.QUEUE_FIELD] = _queue_written_at(data)

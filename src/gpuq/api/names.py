@@ -125,10 +125,10 @@ def source_name_problem(kind: str, name: str, pod_sets: tuple[str, ...] = ()) ->
                     f"{job_name!r} and on, which must be DNS-1035 labels of at most 63 characters"
                 )
         return None
-    if kind == "PyTorchJob":
-        # Kubeflow training-operator, pkg/webhooks/pytorch/pytorchjob_webhook.go: NameIsDNS1035Label.
+    if kind in ("PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob"):
+        # Kubeflow training-operator, pkg/webhooks/<framework>/*_webhook.go: NameIsDNS1035Label.
         problem = dns1035_label_problem(name)
-        return f"{problem} (the training operator's rule for a PyTorchJob)" if problem else None
+        return f"{problem} (the training operator's rule for a {kind})" if problem else None
     if kind in ("RayJob", "RayCluster"):
         limit = RAY_JOB_NAME_MAX if kind == "RayJob" else RAY_CLUSTER_NAME_MAX
         problem = dns1035_label_problem(name, limit)
@@ -181,6 +181,19 @@ def source_document_problems(document: Mapping[str, Any]) -> Findings:
                         "(<name>-<completions - 1>) must be a DNS-1123 label of at most 63 characters"
                     ),
                 )
+    elif kind == "MPIJob":
+        # mpi-operator, pkg/apis/kubeflow/validation/validation.go validateMPIJobName: the last worker's
+        # host name <name>-worker-<replicas - 1> must be a DNS-1035 label.
+        specs = spec.get("mpiReplicaSpecs")
+        worker = specs.get("Worker") if isinstance(specs, Mapping) else None
+        replicas = worker.get("replicas") if isinstance(worker, Mapping) else None
+        replicas = replicas if isinstance(replicas, int) and replicas > 0 else 1
+        longest = f"{name}-worker-{replicas - 1}"
+        if problem := dns1035_label_problem(longest):
+            yield (
+                ("metadata", "name"),
+                f"will not be able to create pods: the MPI operator's worker host name {longest!r} {problem}",
+            )
     elif kind == "JobSet":
         for index, rjob in enumerate(spec.get("replicatedJobs") or ()):
             if not isinstance(rjob, Mapping) or not isinstance(rjob.get("name"), str):

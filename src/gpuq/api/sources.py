@@ -1,4 +1,4 @@
-"""Workload sources (Job, JobSet, PyTorchJob, RayJob, RayCluster, Pod) turned into Kueue Workloads.
+"""Workload sources (Job, JobSet, Kubeflow jobs, RayJob, RayCluster, Pod...) turned into Kueue Workloads.
 
 Each source kind becomes a ``kueue.x-k8s.io/v1beta2`` Workload manifest the
 way Kueue's job integrations build one (``pkg/controller/jobs/*``,
@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuq.api import kubeflow_sources
 from gpuq.api.ray_sources import raycluster_pod_sets, rayjob_pod_sets
 from gpuq.api.source_fields import (
     SourceError,
@@ -45,6 +46,8 @@ from gpuq.api.source_fields import (
     pod_template,
     queue_name,
 )
+from gpuq.api.spark_sources import sparkapplication_pod_sets as spark_pod_sets
+from gpuq.api.trainjob_sources import SourceContext, trainjob_pod_sets
 
 WORKLOAD_API_VERSION = "kueue.x-k8s.io/v1beta2"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -131,46 +134,23 @@ def _jobset_pod_sets(doc: Mapping[str, Any], spec: dict[str, Any]) -> list[dict[
     return check_pod_sets(pod_sets, field)
 
 
-# --- kubeflow.org PyTorchJob ---------------------------------------------------------------------
-
-_PYTORCH_REPLICA_TYPES = ("Master", "Worker")
+# --- kubeflow.org jobs (gpuq.api.kubeflow_sources) ----------------------------------------------
 
 
-def _pytorch_pod_sets(doc: Mapping[str, Any], spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """Pod sets ``master`` then ``worker`` (those present), count = replicas (default 1).
-
-    Kueue drops other replica types silently; gpuq refuses them so no pods
-    run unaccounted for.
-    """
-    field = "spec.pytorchReplicaSpecs"
-    replica_specs = mapping_field(spec.get("pytorchReplicaSpecs"), field)
-    for replica_type in replica_specs:
-        if replica_type not in _PYTORCH_REPLICA_TYPES:
-            raise SourceError(f"{field}[{replica_type}]", "unknown replica type; expected Master or Worker")
-    pod_sets = []
-    for replica_type in _PYTORCH_REPLICA_TYPES:
-        if replica_specs.get(replica_type) is None:
-            continue
-        at = f"{field}[{replica_type}]"
-        replica = mapping_field(replica_specs[replica_type], at)
-        count = int_field(replica, "replicas", f"{at}.replicas", 1)
-        pod_sets.append(
-            make_pod_set(replica_type.lower(), count, pod_template(replica, "template", f"{at}.template"), at)
-        )
-    return check_pod_sets(pod_sets, field)
+def _kubeflow(kind_name: str, group: str = "kubeflow.org") -> _Kind:
+    """The :class:`_Kind` of one Kubeflow job kind: the shared builder with that kind's row."""
+    row = kubeflow_sources.KINDS[kind_name]
+    if row is kubeflow_sources.MPIJOB:
+        return _Kind(group, lambda doc, spec: kubeflow_sources.mpijob_pod_sets(spec), _mpi_priority_class)
+    return _Kind(
+        group,
+        lambda doc, spec: kubeflow_sources.kubeflow_pod_sets(row, spec),
+        lambda spec: kubeflow_sources.kubeflow_priority_class(row, spec),
+    )
 
 
-def _pytorch_priority_class(spec: Mapping[str, Any]) -> str:
-    """``spec.runPolicy.schedulingPolicy.priorityClass``, else the first replica type's template."""
-    policy = ((spec.get("runPolicy") or {}).get("schedulingPolicy")) or {}
-    if policy.get("priorityClass"):
-        return str(policy["priorityClass"])
-    replica_specs = spec.get("pytorchReplicaSpecs") or {}
-    for replica_type in _PYTORCH_REPLICA_TYPES:
-        pod_spec = (((replica_specs.get(replica_type) or {}).get("template")) or {}).get("spec") or {}
-        if pod_spec.get("priorityClassName"):
-            return str(pod_spec["priorityClassName"])
-    return ""
+def _mpi_priority_class(spec: Mapping[str, Any]) -> str:
+    return kubeflow_sources.kubeflow_priority_class(kubeflow_sources.MPIJOB, spec)
 
 
 # --- v1 Pod ----------------------------------------------------------------------------------------
@@ -188,19 +168,32 @@ def _pod_pod_sets(doc: Mapping[str, Any], spec: dict[str, Any]) -> list[dict[str
 # --- kinds, names and the Workload -----------------------------------------------------------------
 
 PodSetBuilder = Callable[[Mapping[str, Any], dict[str, Any]], list[dict[str, Any]]]
+ResolvingBuilder = Callable[[Mapping[str, Any], dict[str, Any], SourceContext], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
 class _Kind:
+    """``resolving``: instead of ``pod_sets``, a builder that reads other objects (a TrainJob's runtime)."""
+
     group: str
-    pod_sets: PodSetBuilder
+    pod_sets: PodSetBuilder | None
     priority_class: Callable[[Mapping[str, Any]], str] | None = None
+    resolving: ResolvingBuilder | None = None
 
 
 _KINDS: dict[tuple[str, str], _Kind] = {
     ("batch/v1", "Job"): _Kind("batch", _job_pod_sets),
     ("jobset.x-k8s.io/v1alpha2", "JobSet"): _Kind("jobset.x-k8s.io", _jobset_pod_sets),
-    ("kubeflow.org/v1", "PyTorchJob"): _Kind("kubeflow.org", _pytorch_pod_sets, _pytorch_priority_class),
+    ("kubeflow.org/v1", "PyTorchJob"): _kubeflow("PyTorchJob"),
+    ("kubeflow.org/v1", "TFJob"): _kubeflow("TFJob"),
+    ("kubeflow.org/v1", "XGBoostJob"): _kubeflow("XGBoostJob"),
+    ("kubeflow.org/v1", "PaddleJob"): _kubeflow("PaddleJob"),
+    ("kubeflow.org/v1", "JAXJob"): _kubeflow("JAXJob"),
+    ("kubeflow.org/v2beta1", "MPIJob"): _kubeflow("MPIJob"),
+    ("sparkoperator.k8s.io/v1beta2", "SparkApplication"): _Kind("sparkoperator.k8s.io", spark_pod_sets),
+    ("trainer.kubeflow.org/v1alpha1", "TrainJob"): _Kind(
+        "trainer.kubeflow.org", None, None, trainjob_pod_sets
+    ),
     ("ray.io/v1", "RayJob"): _Kind("ray.io", rayjob_pod_sets),
     ("ray.io/v1", "RayCluster"): _Kind("ray.io", raycluster_pod_sets),
     ("v1", "Pod"): _Kind("", _pod_pod_sets),
@@ -288,12 +281,16 @@ def _workload_metadata(
     return out
 
 
-def to_workload(doc: dict[str, Any], *, label_keys_to_copy: Iterable[str] = ()) -> dict[str, Any]:
+def to_workload(
+    doc: dict[str, Any], *, label_keys_to_copy: Iterable[str] = (), context: SourceContext | None = None
+) -> dict[str, Any]:
     """Build the Workload manifest Kueue would create for the source ``doc``.
 
     ``doc`` is not modified; pod templates are deep copies. ``label_keys_to_copy``
-    plays Kueue's ``integrations.labelKeysToCopy``. Raises :class:`SourceError`
-    naming the offending field of ``doc``.
+    plays Kueue's ``integrations.labelKeysToCopy``; ``context`` holds the objects
+    a source may refer to (a TrainJob's runtime). Raises :class:`SourceError`
+    naming the offending field of ``doc`` (:class:`RuntimeMissing` when a
+    referenced object is not in ``context``).
     """
     kind_name = doc.get("kind")
     kind = _KINDS.get((str(doc.get("apiVersion")), str(kind_name)))
@@ -305,7 +302,12 @@ def to_workload(doc: dict[str, Any], *, label_keys_to_copy: Iterable[str] = ()) 
             f"metadata.annotations[{ELASTIC_JOB_ANNOTATION}]", "elastic jobs are not supported by gpuq"
         )
     spec = mapping_field(doc.get("spec"), "spec")
-    pod_sets = kind.pod_sets({**doc, "metadata": metadata}, spec)
+    with_metadata = {**doc, "metadata": metadata}
+    if kind.resolving is not None:
+        pod_sets = kind.resolving(with_metadata, spec, context or SourceContext())
+    else:
+        assert kind.pod_sets is not None
+        pod_sets = kind.pod_sets(with_metadata, spec)
     custom = kind.priority_class(spec) if kind.priority_class else None
     priority_name, priority_source = _priority(metadata, custom, pod_sets)
     name = workload_name(metadata["name"], str(metadata.get("uid") or ""), str(kind_name), kind.group)

@@ -43,8 +43,10 @@ QUEUE_READER = "gpuq-team-queue-reader"
 WORKLOAD_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("batch", ("jobs",)),
     ("jobset.x-k8s.io", ("jobsets",)),
-    ("kubeflow.org", ("pytorchjobs",)),
+    ("kubeflow.org", ("pytorchjobs", "tfjobs", "xgboostjobs", "paddlejobs", "jaxjobs", "mpijobs")),
     ("ray.io", ("rayjobs", "rayclusters")),
+    ("sparkoperator.k8s.io", ("sparkapplications",)),
+    ("trainer.kubeflow.org", ("trainjobs",)),
 )
 """(API group, resources) a team may create and manage in its own namespaces."""
 

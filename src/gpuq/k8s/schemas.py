@@ -416,6 +416,50 @@ PYTORCH_JOB_SPEC = obj(
     ("pytorchReplicaSpecs",),
     open=True,
 )
+REPLICA_SPEC = obj({"replicas": INT, "template": OPEN, "restartPolicy": STR}, open=True)
+
+
+def kubeflow_job_spec(replica_field: str) -> Field:
+    """A kubeflow.org job: a map of replica type -> replica spec under ``replica_field`` (the rest open)."""
+    return obj({replica_field: map_of(REPLICA_SPEC), "runPolicy": OPEN}, (replica_field,), open=True)
+
+
+MPI_JOB_SPEC = obj(
+    {
+        "mpiReplicaSpecs": map_of(REPLICA_SPEC),
+        "slotsPerWorker": INT,
+        "runLauncherAsWorker": BOOL,
+        "runPolicy": OPEN,
+        "sshAuthMountPath": STR,
+        "mpiImplementation": string("OpenMPI", "Intel", "MPICH"),
+        "launcherCreationPolicy": string("AtStartup", "WaitForWorkersReady"),
+    },
+    ("mpiReplicaSpecs",),
+    open=True,
+)
+SPARK_APPLICATION_SPEC = obj(
+    {
+        "type": string("Java", "Python", "Scala", "R"),
+        "mode": string("cluster", "client"),
+        "sparkVersion": STR,
+        "driver": OPEN,
+        "executor": OPEN,
+        "dynamicAllocation": obj({"enabled": BOOL}, open=True),
+    },
+    ("type", "sparkVersion"),
+    open=True,
+)
+TRAIN_JOB_SPEC = obj(
+    {
+        "runtimeRef": obj({"name": STR, "apiGroup": STR, "kind": STR}, ("name",)),
+        "trainer": obj({"numNodes": INT, "resourcesPerNode": OPEN}, open=True),
+        "initializer": OPEN,
+        "runtimePatches": arr(OPEN),
+        "suspend": BOOL,
+    },
+    ("runtimeRef",),
+    open=True,
+)
 RAY_CLUSTER_SPEC = obj({"headGroupSpec": OPEN, "workerGroupSpecs": arr(OPEN)}, ("headGroupSpec",), open=True)
 RAY_JOB_SPEC = obj(
     {"entrypoint": STR, "rayClusterSpec": RAY_CLUSTER_SPEC, "clusterSelector": LABELS, "suspend": BOOL},
@@ -539,6 +583,15 @@ def schemas(kueue_version: str = "v1beta1") -> dict[tuple[str, str], Field]:
         ("cloud.google.com/v1", "ComputeClass"): envelope(GKE_COMPUTE_CLASS_SPEC),
         ("jobset.x-k8s.io/v1alpha2", "JobSet"): envelope(JOBSET_SPEC, open_meta=True),
         ("kubeflow.org/v1", "PyTorchJob"): envelope(PYTORCH_JOB_SPEC, open_meta=True),
+        ("kubeflow.org/v1", "TFJob"): envelope(kubeflow_job_spec("tfReplicaSpecs"), open_meta=True),
+        ("kubeflow.org/v1", "XGBoostJob"): envelope(kubeflow_job_spec("xgbReplicaSpecs"), open_meta=True),
+        ("kubeflow.org/v1", "PaddleJob"): envelope(kubeflow_job_spec("paddleReplicaSpecs"), open_meta=True),
+        ("kubeflow.org/v1", "JAXJob"): envelope(kubeflow_job_spec("jaxReplicaSpecs"), open_meta=True),
+        ("kubeflow.org/v2beta1", "MPIJob"): envelope(MPI_JOB_SPEC, open_meta=True),
+        ("sparkoperator.k8s.io/v1beta2", "SparkApplication"): envelope(
+            SPARK_APPLICATION_SPEC, open_meta=True
+        ),
+        ("trainer.kubeflow.org/v1alpha1", "TrainJob"): envelope(TRAIN_JOB_SPEC, open_meta=True),
         ("ray.io/v1", "RayJob"): envelope(RAY_JOB_SPEC, open_meta=True),
         ("ray.io/v1", "RayCluster"): envelope(RAY_CLUSTER_SPEC, open_meta=True),
         ("keda.sh/v1alpha1", "ScaledObject"): envelope(SCALED_OBJECT_SPEC, open_meta=True),

@@ -1,13 +1,16 @@
 """What the control loop needs to run a workload source: its pods' processes and the Job's rules.
 
-The source (Job, JobSet, PyTorchJob, Pod...) becomes a Kueue Workload exactly
+The source (Job, JobSet, a Kubeflow job, Pod...) becomes a Kueue Workload exactly
 as ``gpuq admit`` builds it (:func:`gpuq.api.sources.to_workload`); its pod
 templates give each pod's command, arguments, environment and working
 directory, and the Job gives the rules a kubelet and the Job controller would
 apply: ``backoffLimit``, ``activeDeadlineSeconds`` and the pod's
 ``terminationGracePeriodSeconds``. RayJob and RayCluster pods get commands
 gpuq writes itself (a Ray head, Ray workers, the job's entrypoint): see
-:mod:`gpuq.run.rayjobs`.
+:mod:`gpuq.run.rayjobs`. Kubeflow jobs run each replica's command (no
+rendezvous variables are set); an MPIJob ends when its launcher does.
+SparkApplications and TrainJobs are refused: their pods are built by operators
+gpuq does not run.
 """
 
 from __future__ import annotations
@@ -75,6 +78,8 @@ def job_run(doc: Mapping[str, Any], *, workdir: Path | None = None) -> JobRun:
     ``workdir`` is the executor's work directory, where Ray sources keep their
     cluster directory (a temporary directory when not given).
     """
+    if doc.get("kind") in ("SparkApplication", "TrainJob"):
+        raise SourceError("kind", f"a {doc.get('kind')} is admitted and simulated, not run, by gpuq")
     workload = to_workload(dict(doc))
     if doc.get("apiVersion") == "ray.io/v1":
         return _ray_job_run(doc, workload, workdir)
@@ -86,7 +91,9 @@ def job_run(doc: Mapping[str, Any], *, workdir: Path | None = None) -> JobRun:
     if not isinstance(backoff, int) or isinstance(backoff, bool) or backoff < 0:
         raise SourceError("spec.backoffLimit", f"must be a non-negative integer, got {backoff!r}")
     deadline = active_deadline_s(spec) if doc.get("kind") == "Job" else None
-    return JobRun(pod_sets, backoff, deadline, wants_checkpoint(doc))
+    # The MPI operator ends an MPIJob with its launcher (``mpirun``); the workers (sshd) are then stopped.
+    ends_with = "launcher" if doc.get("kind") == "MPIJob" else None
+    return JobRun(pod_sets, backoff, deadline, wants_checkpoint(doc), completion_pod_set=ends_with)
 
 
 def active_deadline_s(spec: Mapping[str, Any]) -> float | None:

@@ -62,7 +62,14 @@ from gpuq.core.model import Workload
 from gpuq.core.nodes import Node
 from gpuq.run.store import NewWorkload, ObjectRecord, Store, StoreConflict
 from gpuq.server.errors import ApiError
-from gpuq.server.kinds import CLUSTER_KINDS, NAMESPACED_KINDS, REFUSED_KINDS, WORKLOAD, document_key
+from gpuq.server.kinds import (
+    ADMIT_ONLY_SOURCES,
+    CLUSTER_KINDS,
+    NAMESPACED_KINDS,
+    REFUSED_KINDS,
+    WORKLOAD,
+    document_key,
+)
 from gpuq.snapshot.manifests import SUBMITTED_BY
 
 REQUEST = "<request>"
@@ -163,6 +170,12 @@ def read_request(text: str) -> list[Item]:
         for part in expand_lists(document, diagnostics):
             data = part.data
             key = document_key(data)
+            refused = str(data.get("kind")) if isinstance(data, dict) else ""
+            if key is not None and refused in ADMIT_ONLY_SOURCES:
+                diagnostics.append(
+                    Diagnostic(REQUEST, part.line, refused, key[2], "kind", ADMIT_ONLY_SOURCES[refused])
+                )
+                continue
             if key is None or not isinstance(data, dict) or key[0] not in STORED_KINDS:
                 items.append(Item({}, part.line, ("", "", "")))  # unknown: the loader says what is wrong
                 continue

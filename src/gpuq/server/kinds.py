@@ -2,7 +2,9 @@
 
 Shared by the server (routes, authorization) and the client CLI (``gpuq delete -f``), so
 both agree on which path an object lives under. Workload sources (Job, JobSet,
-PyTorchJob, RayJob, RayCluster, Pod) are not objects: they become workloads.
+Kubeflow jobs, RayJob, RayCluster, Pod...) are not objects: they become workloads;
+a few of them (:data:`ADMIT_ONLY_SOURCES`) are read by ``gpuq admit`` and ``gpuq
+simulate`` but refused by a live control plane.
 """
 
 from __future__ import annotations
@@ -46,12 +48,23 @@ NAMESPACED_KINDS: dict[str, str] = {"LocalQueue": "localqueues", **SERVING_KINDS
 
 REFUSED_KINDS: dict[str, str] = {
     "Workload": "Workload objects are made by gpuq from their source: apply a Job, JobSet, PyTorchJob, "
-    "RayJob, RayCluster or Pod",
+    "TFJob, XGBoostJob, PaddleJob, JAXJob, MPIJob, RayJob, RayCluster or Pod",
     "Scenario": "a Scenario is an input of gpuq simulate, not of a live control plane",
     "Node": "the live nodes are this machine's GPUs (gpuq serve --gpus or discovery); "
     "v1 Nodes only describe planning snapshots",
 }
 """Kinds the loader knows that a live control plane does not store, with the reason it says."""
+
+_ADMIT_ONLY = "runs in gpuq admit and gpuq simulate only"
+ADMIT_ONLY_SOURCES: dict[str, str] = {
+    "SparkApplication": f"a SparkApplication {_ADMIT_ONLY}: the live executor runs pod commands, and Kueue's "
+    "driver and executor pods are built by the Spark operator, which gpuq does not run",
+    "TrainJob": f"a TrainJob {_ADMIT_ONLY}: its pods come from a Trainer runtime, which a live control plane "
+    "does not store",
+    "ClusterTrainingRuntime": f"a Trainer runtime is read with its TrainJobs, which a TrainJob {_ADMIT_ONLY}",
+    "TrainingRuntime": f"a Trainer runtime is read with its TrainJobs, which a TrainJob {_ADMIT_ONLY}",
+}
+"""Sources (and the objects they need) that ``gpuq apply`` refuses, with the reason it says."""
 
 BY_PLURAL: dict[str, str] = {plural: kind for kind, plural in (CLUSTER_KINDS | NAMESPACED_KINDS).items()}
 WORKLOAD = "Workload"

@@ -1,4 +1,4 @@
-"""Trace jobs become Kueue workloads: one pod set, per-pod requests, a resolved priority.
+"""Trace jobs become Kueue workloads: pod sets (one, or its kind's), per-pod requests, a resolved priority.
 
 The conversion is where a trace meets a configuration, so it is where a trace
 can be wrong about it: a priority class that does not exist or a GPU model the
@@ -14,6 +14,7 @@ from gpuq.core.gpus import GPUCatalogue
 from gpuq.core.model import PodSet, Workload
 from gpuq.core.nodes import GPU, GPU_MILLI, Node
 from gpuq.core.placement.capacity import NodeCapacity, pod_shape
+from gpuq.sim.trace_kinds import kind_pod_sets, with_placement
 from gpuq.sim.traces.model import BadRow, TraceJob
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -78,23 +79,41 @@ def to_sim_jobs(
         if problem:
             bad.append(BadRow(source, job.source_line, f"{job.namespace}/{job.name}: {problem}"))
             continue
-        pod_set = PodSet(
-            POD_SET, job.pods, pod_requests(job), node_selector=selector, tolerations=job.tolerations
-        )
+        pod_sets, problem = _pod_sets(job, selector)
+        if problem:
+            bad.append(BadRow(source, job.source_line, f"{job.namespace}/{job.name}: {problem}"))
+            continue
         workload = Workload(
             namespace=job.namespace,
             name=job.name,
             queue_name=job.queue,
-            pod_sets=(pod_set,),
+            pod_sets=pod_sets,
             priority=priority,
             creation_time=job.submit_s,
             uid=f"{job.source_line:09d}",
         )
-        gpus = job.pods * job.gpu_milli / 1000
+        gpus = sum(ps.count * _gpu_milli(ps) for ps in pod_sets) / 1000
         converted.append(
             SimJob(workload, job.duration_s, gpus, job.checkpoint_s, job.failed, job.checkpoint_cost_s)
         )
     return converted, bad
+
+
+def _pod_sets(job: TraceJob, selector: dict[str, str]) -> tuple[tuple[PodSet, ...], str]:
+    """One pod set ``main``, or the pod sets of the row's kind; ``(pod sets, problem)``."""
+    if not job.kind:
+        return (
+            PodSet(POD_SET, job.pods, pod_requests(job), node_selector=selector, tolerations=job.tolerations),
+        ), ""
+    try:
+        built = kind_pod_sets(job, job.kind, pod_requests(job))
+    except ValueError as err:
+        return (), str(err)
+    return with_placement(built, job, selector), ""
+
+
+def _gpu_milli(pod_set: PodSet) -> int:
+    return pod_set.requests.get(GPU, 0) * 1000 + pod_set.requests.get(GPU_MILLI, 0)
 
 
 def resolve_priority(written: str | None, priorities: Mapping[str, int], default: int) -> tuple[int, str]:
@@ -125,13 +144,15 @@ def unplaceable(
     kept: list[SimJob] = []
     bad: list[BadRow] = []
     for job in jobs:
-        pod_set = job.workload.pod_sets[0]
-        key = (tuple(sorted(pod_set.requests.items())), tuple(sorted(pod_set.node_selector.items())))
-        if key not in verdicts:
-            verdicts[key] = _why_unplaceable(pod_set, empty, nodes)
-        if verdicts[key]:
+        why = ""
+        for pod_set in job.workload.pod_sets:  # every pod set must fit: a kind's launcher and its workers
+            key = (tuple(sorted(pod_set.requests.items())), tuple(sorted(pod_set.node_selector.items())))
+            if key not in verdicts:
+                verdicts[key] = _why_unplaceable(pod_set, empty, nodes)
+            why = why or verdicts[key]
+        if why:
             line = int(job.workload.uid) if job.workload.uid.isdigit() else 0
-            bad.append(BadRow(source, line, f"{job.key}: {verdicts[key]}"))
+            bad.append(BadRow(source, line, f"{job.key}: {why}"))
         else:
             kept.append(job)
     return kept, bad

@@ -366,7 +366,7 @@ def workloads_csv(runs: Iterable[SimRun], variant: str | None = None) -> str:
             workload.queue_name,
             run.cluster_queue or "",
             workload.priority,
-            workload.pod_sets[0].count,
+            sum(ps.count for ps in workload.pod_sets),
             _num(run.job.gpus),
             _num(workload.creation_time),
             _num(run.first_admitted),

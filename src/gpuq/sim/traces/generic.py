@@ -3,8 +3,8 @@
 Columns (docs/traces.md has units and examples): ``name``, ``namespace``,
 ``queue``, ``submit_s``, ``duration_s``, ``gpus`` are required (``namespace``
 and ``queue`` not when a mapping supplies them); ``priority``, ``pods``,
-``cpu``, ``memory``, ``gpu_model``, ``checkpoint_s``, ``checkpoint_cost_s`` and
-``status`` may be absent or empty. Other columns are ignored. A row that cannot become a job is
+``cpu``, ``memory``, ``gpu_model``, ``checkpoint_s``, ``checkpoint_cost_s``,
+``status`` and ``kind`` may be absent or empty. Other columns are ignored. A row that cannot become a job is
 a :class:`BadRow` naming its physical line and the column at fault.
 """
 
@@ -17,11 +17,21 @@ from pathlib import Path
 
 from gpuq.sim.traces import values
 from gpuq.sim.traces.mapping import Grouper, GroupMapping
-from gpuq.sim.traces.model import TraceError, TraceJob, TraceRead
+from gpuq.sim.traces.model import TRACE_KINDS, TraceError, TraceJob, TraceRead
 from gpuq.sim.traces.reading import Collector, RowError, column_index, open_text, read_csv, row_width, take
 
 REQUIRED = ("name", "namespace", "queue", "submit_s", "duration_s", "gpus")
-OPTIONAL = ("priority", "pods", "cpu", "memory", "gpu_model", "checkpoint_s", "checkpoint_cost_s", "status")
+OPTIONAL = (
+    "priority",
+    "pods",
+    "cpu",
+    "memory",
+    "gpu_model",
+    "checkpoint_s",
+    "checkpoint_cost_s",
+    "status",
+    "kind",
+)
 DEFAULT_GROUP_FIELD = "group"
 """The column a mapping file reads when it names no ``field``."""
 
@@ -114,7 +124,15 @@ def job_from_record(record: Record, line: int, grouper: Grouper | None) -> Trace
         checkpoint_cost_s=(
             values.seconds("checkpoint_cost_s", cost_text, positive=False) if cost_text else 0.0
         ),
+        kind=_kind(get("kind", "")),
     )
+
+
+def _kind(text: str) -> str:
+    """The ``kind`` cell: empty, or one of :data:`gpuq.sim.traces.model.TRACE_KINDS` as written."""
+    if text and text not in TRACE_KINDS:
+        raise RowError(f"kind {text!r}: expected one of {', '.join(TRACE_KINDS)} (or empty)")
+    return text
 
 
 def _grouper(mapping: GroupMapping | None) -> Grouper | None:

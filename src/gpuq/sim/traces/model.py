@@ -1,7 +1,8 @@
 """What every trace importer produces: one :class:`TraceJob` per job, and the rows it refused.
 
 A trace job is a single pod set of ``pods`` identical pods that runs for
-``duration_s`` once started. GPUs per pod are kept in thousandths
+``duration_s`` once started, unless its ``kind`` names a source kind whose
+pod sets it gets instead (:mod:`gpuq.sim.trace_kinds`). GPUs per pod are kept in thousandths
 (``gpu_milli``: 500 is half a GPU, 8000 is eight whole GPUs) so that
 fractions never drift; CPU in milli-CPU and memory in bytes, as the core
 counts them.
@@ -12,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuq.core.model import Toleration
+
+TRACE_KINDS = ("Job", "JobSet", "PyTorchJob", "XGBoostJob", "PaddleJob", "TFJob", "JAXJob", "MPIJob")
+"""The kinds a trace's ``kind`` column may name (built by :mod:`gpuq.sim.trace_kinds`); empty: one pod set."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +36,7 @@ class TraceJob:
     tolerations: tuple[Toleration, ...] = ()  # e.g. to run on tainted spot nodes
     source_line: int = 0  # line in the trace file (1 = header), for messages
     checkpoint_cost_s: float = 0.0  # the run pauses this long for each checkpoint it writes
+    kind: str = ""  # a source kind whose pod sets the job gets (gpuq.sim.trace_kinds); "" one pod set
 
 
 @dataclass(frozen=True, slots=True)
