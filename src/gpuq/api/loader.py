@@ -46,10 +46,19 @@ from gpuq.api import (
     queue_defaulting,
     references,
     serving,
+    sources_derived,
     validation,
 )
 from gpuq.api import scenario as _scenario  # noqa: F401  (registers the Scenario kind)
-from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, ManifestError, as_loaded, sort_diagnostics
+from gpuq.api.diagnostics import (
+    Diagnostic,
+    FieldPath,
+    Manifest,
+    ManifestError,
+    Severity,
+    as_loaded,
+    sort_diagnostics,
+)
 from gpuq.api.fields import unknown_fields, unknown_raw_fields
 from gpuq.api.names import dns_subdomain_problem
 from gpuq.api.nodes_convert import NodePoolSummary
@@ -171,11 +180,17 @@ def load_documents(
     """Steps 2 onwards of :func:`load`: documents become manifests, are checked and converted."""
     manifests: list[Manifest] = []
     broken: list[references.ObjectKey] = []
+    derived: list[Document] = []  # read together: a pod group's pods, a Tekton run and its Pipeline
     for document in documents:
         for item in expand_lists(document, diagnostics):
+            if sources_derived.is_derived(item.data):
+                derived.append(item)
+                continue
             manifest = read_manifest(item, diagnostics, broken)
             if manifest is not None:
                 manifests.append(manifest)
+                manifests += _serving_pod_workloads(item, manifest, diagnostics, broken)
+    manifests += _derived_manifests(derived, diagnostics, broken)
     manifests, unqueued = queue_defaulting.default_queues(manifests)
     diagnostics += unqueued
     for manifest in manifests:
@@ -243,6 +258,8 @@ def load_workloads(
     manifests: list[Manifest] = []
     for document in documents:
         for item in expand_lists(document, diagnostics):
+            if sources_derived.is_derived(item.data):
+                return None
             manifest = read_manifest(item, diagnostics, broken)
             if manifest is not None and not isinstance(manifest.model, kueue.Workload):
                 return None
@@ -564,6 +581,18 @@ def _read_source(
         line = Manifest(document.path, document.line, kind, name, "", None, document.lines).line_of(parts)
         diagnostics.append(Diagnostic(document.path, line, kind, name, err.field, err.message))
         return None
+    return _source_manifest(document, workload, diagnostics, broken)
+
+
+def _source_manifest(
+    document: Document,
+    workload: dict[str, Any],
+    diagnostics: list[Diagnostic],
+    broken: list[references.ObjectKey] | None,
+) -> Manifest | None:
+    """The Workload manifest built from the source ``document``, its fields' lines pointing into it."""
+    data = document.data
+    kind, name = str(data["kind"]), _name_of(data)
     aliases = template_aliases(data, workload)
     aliases[queue_defaulting.QUEUE_FIELD] = _queue_written_at(data)
     lines = {
@@ -579,6 +608,39 @@ def _read_source(
     source_doc = Document(document.path, document.line, workload, {})
     display = (kind, name)
     return _validate_model(source_doc, kueue.Workload, workload, lines, display, diagnostics, broken, aliases)
+
+
+def _serving_pod_workloads(
+    document: Document, manifest: Manifest, diagnostics: list[Diagnostic], broken: list[references.ObjectKey]
+) -> list[Manifest]:
+    """The pod Workloads Kueue makes of a queue-labelled Deployment or StatefulSet (:mod:`gpuq.api.serving`
+    read it; :func:`gpuq.api.serving.pod_workloads` says which)."""
+    built = (_source_manifest(document, w, diagnostics, broken) for w in serving.pod_workloads(manifest))
+    return [m for m in built if m is not None]
+
+
+def _derived_manifests(
+    documents: Sequence[Document], diagnostics: list[Diagnostic], broken: list[references.ObjectKey]
+) -> list[Manifest]:
+    """Step 3 for the documents :mod:`gpuq.api.sources_derived` reads, all at once."""
+    out: list[Manifest] = []
+    for document, derived in zip(
+        documents, sources_derived.derive_all([d.data for d in documents]), strict=True
+    ):
+        kind, name = str(document.data["kind"]), _name_of(document.data)
+        where = Manifest(document.path, document.line, kind, name, "", None, document.lines)
+        for finding in derived.findings:
+            line = where.line_of(_split_field(finding.field))
+            severity: Severity = "warning" if finding.severity == "warning" else "error"
+            diagnostics.append(
+                Diagnostic(document.path, line, kind, name, finding.field, finding.message, severity,
+                           finding.stays_pending)
+            )  # fmt: skip
+        for workload in derived.workloads:
+            manifest = _source_manifest(document, workload, diagnostics, broken)
+            if manifest is not None:
+                out.append(manifest)
+    return out
 
 
 def _queue_written_at(data: Mapping[str, Any]) -> FieldPath:
