@@ -29,6 +29,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -630,7 +631,7 @@ def _derived_manifests(
         kind, name = str(document.data["kind"]), _name_of(document.data)
         where = Manifest(document.path, document.line, kind, name, "", None, document.lines)
         for finding in derived.findings:
-            line = where.line_of(_split_field(finding.field))
+            line = where.line_of(_keyed_field(finding.field))
             severity: Severity = "warning" if finding.severity == "warning" else "error"
             diagnostics.append(
                 Diagnostic(document.path, line, kind, name, finding.field, finding.message, severity,
@@ -710,6 +711,15 @@ def _message(error: Any) -> str:
     if error["type"] == "missing":
         return "is required"
     return message
+
+
+def _keyed_field(text: str) -> FieldPath:
+    """:func:`_split_field` that keeps a bracketed map key whole (``labels[kueue.x-k8s.io/queue-name]``)."""
+    parts: list[str | int] = []
+    for name, key in re.findall(r"([^.\[\]]+)|\[([^\]]*)\]", text):
+        value = name or key
+        parts.append(int(value) if value.isdigit() else value)
+    return tuple(parts)
 
 
 def _split_field(text: str) -> FieldPath:
