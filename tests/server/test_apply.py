@@ -86,7 +86,8 @@ BAD_REQUESTS = [
     ),
     pytest.param("", 422, "no document", id="empty body"),
     pytest.param(
-        "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\nmetadata: {name: l, namespace: team-a}\n",
+        "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\n"
+        "metadata: {name: l, namespace: team-a}\n",
         422,
         "gpuq serve does not run a LeaderWorkerSet live",
         id="a kind read by admit and simulate only",
