@@ -85,6 +85,31 @@ BAD_REQUESTS = [
         id="a Workload object",
     ),
     pytest.param("", 422, "no document", id="empty body"),
+    pytest.param(
+        "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\n"
+        "metadata: {name: l, namespace: team-a}\n",
+        422,
+        "gpuq serve does not run a LeaderWorkerSet live",
+        id="a kind read by admit and simulate only",
+    ),
+    pytest.param(
+        dump(
+            {
+                **job("g"),
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "spec": job("g")["spec"]["template"]["spec"],
+                "metadata": {
+                    "name": "g",
+                    "namespace": "team-a",
+                    "labels": {"kueue.x-k8s.io/pod-group-name": "grp"},
+                },
+            }
+        ),
+        422,
+        "gpuq serve does not run a pod group's pods ('grp') live",
+        id="a pod group's pod",
+    ),
 ]
 
 

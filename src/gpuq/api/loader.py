@@ -29,6 +29,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,10 +47,19 @@ from gpuq.api import (
     queue_defaulting,
     references,
     serving,
+    sources_derived,
     validation,
 )
 from gpuq.api import scenario as _scenario  # noqa: F401  (registers the Scenario kind)
-from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, ManifestError, as_loaded, sort_diagnostics
+from gpuq.api.diagnostics import (
+    Diagnostic,
+    FieldPath,
+    Manifest,
+    ManifestError,
+    Severity,
+    as_loaded,
+    sort_diagnostics,
+)
 from gpuq.api.fields import unknown_fields, unknown_raw_fields
 from gpuq.api.names import dns_subdomain_problem
 from gpuq.api.nodes_convert import NodePoolSummary
@@ -174,10 +184,16 @@ def load_documents(
     broken: list[references.ObjectKey] = []
     items = [item for document in documents for item in expand_lists(document, diagnostics)]
     context = SourceContext.of(item.data for item in items)  # the second pass reads sources against it
+    derived: list[Document] = []  # read together: a pod group's pods, a Tekton run and its Pipeline
     for item in items:
+        if sources_derived.is_derived(item.data):
+            derived.append(item)
+            continue
         manifest = read_manifest(item, diagnostics, broken, context)
         if manifest is not None:
             manifests.append(manifest)
+            manifests += _serving_pod_workloads(item, manifest, diagnostics, broken)
+    manifests += _derived_manifests(derived, diagnostics, broken)
     manifests, unqueued = queue_defaulting.default_queues(manifests)
     diagnostics += unqueued
     for manifest in manifests:
@@ -249,6 +265,8 @@ def load_workloads(
                 str(item.data.get("apiVersion")), str(item.data.get("kind"))
             ):
                 return None  # a TrainJob's runtime: other sources may need it, load everything
+            if sources_derived.is_derived(item.data):
+                return None
             manifest = read_manifest(item, diagnostics, broken)
             if manifest is not None and not isinstance(manifest.model, kueue.Workload):
                 return None
@@ -581,6 +599,18 @@ def _read_source(
             Diagnostic(document.path, line, kind, name, err.field, err.message, stays_pending=pending)
         )
         return None
+    return _source_manifest(document, workload, diagnostics, broken)
+
+
+def _source_manifest(
+    document: Document,
+    workload: dict[str, Any],
+    diagnostics: list[Diagnostic],
+    broken: list[references.ObjectKey] | None,
+) -> Manifest | None:
+    """The Workload manifest built from the source ``document``, its fields' lines pointing into it."""
+    data = document.data
+    kind, name = str(data["kind"]), _name_of(data)
     aliases = template_aliases(data, workload)
     aliases[queue_defaulting.QUEUE_FIELD] = _queue_written_at(data)
     lines = {
@@ -596,6 +626,39 @@ def _read_source(
     source_doc = Document(document.path, document.line, workload, {})
     display = (kind, name)
     return _validate_model(source_doc, kueue.Workload, workload, lines, display, diagnostics, broken, aliases)
+
+
+def _serving_pod_workloads(
+    document: Document, manifest: Manifest, diagnostics: list[Diagnostic], broken: list[references.ObjectKey]
+) -> list[Manifest]:
+    """The pod Workloads Kueue makes of a queue-labelled Deployment or StatefulSet (:mod:`gpuq.api.serving`
+    read it; :func:`gpuq.api.serving.pod_workloads` says which)."""
+    built = (_source_manifest(document, w, diagnostics, broken) for w in serving.pod_workloads(manifest))
+    return [m for m in built if m is not None]
+
+
+def _derived_manifests(
+    documents: Sequence[Document], diagnostics: list[Diagnostic], broken: list[references.ObjectKey]
+) -> list[Manifest]:
+    """Step 3 for the documents :mod:`gpuq.api.sources_derived` reads, all at once."""
+    out: list[Manifest] = []
+    for document, derived in zip(
+        documents, sources_derived.derive_all([d.data for d in documents]), strict=True
+    ):
+        kind, name = str(document.data["kind"]), _name_of(document.data)
+        where = Manifest(document.path, document.line, kind, name, "", None, document.lines)
+        for finding in derived.findings:
+            line = where.line_of(_keyed_field(finding.field))
+            severity: Severity = "warning" if finding.severity == "warning" else "error"
+            diagnostics.append(
+                Diagnostic(document.path, line, kind, name, finding.field, finding.message, severity,
+                           finding.stays_pending)
+            )  # fmt: skip
+        for workload in derived.workloads:
+            manifest = _source_manifest(document, workload, diagnostics, broken)
+            if manifest is not None:
+                out.append(manifest)
+    return out
 
 
 def _queue_written_at(data: Mapping[str, Any]) -> FieldPath:
@@ -675,6 +738,15 @@ def _message(error: Any) -> str:
     if error["type"] == "missing":
         return "is required"
     return message
+
+
+def _keyed_field(text: str) -> FieldPath:
+    """:func:`_split_field` that keeps a bracketed map key whole (``labels[kueue.x-k8s.io/queue-name]``)."""
+    parts: list[str | int] = []
+    for name, key in re.findall(r"([^.\[\]]+)|\[([^\]]*)\]", text):
+        value = name or key
+        parts.append(int(value) if value.isdigit() else value)
+    return tuple(parts)
 
 
 def _split_field(text: str) -> FieldPath:

@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from gpuq.api import convert, kueue
+from gpuq.api import convert, kueue, sources_pods
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, format_field_path
 from gpuq.api.pods import quantity_problems
 from gpuq.api.serving_autoscalers import (
@@ -44,7 +44,7 @@ from gpuq.api.serving_autoscalers import (
     request_autoscaler,
     scaled_object_spec,
 )
-from gpuq.api.source_fields import QUEUE_LABEL
+from gpuq.api.source_fields import QUEUE_LABEL, SourceError
 from gpuq.core import model as core
 from gpuq.core.autoscaling.keda import ScaledObjectSpec
 from gpuq.core.autoscaling.spec import HPASpec, MetricSourceType, MetricSpec, MetricTarget, MetricTargetType
@@ -330,6 +330,23 @@ def _apps_workload(manifest: Manifest) -> list[ServiceSpec]:
             labels, priority, source, source=f"{manifest.path}:{manifest.line}",
         )
     ]  # fmt: skip
+
+
+def pod_workloads(manifest: Manifest) -> list[dict[str, Any]]:
+    """The Workload manifests Kueue's deployment / statefulset integrations make of the pods of this
+    Deployment or StatefulSet (:func:`gpuq.api.sources_pods.serving_workloads`), from the service read
+    here; [] for other kinds, without a queue, or when the object has errors (:func:`build_services`
+    reports those)."""
+    if not isinstance(manifest.model, Deployment | StatefulSet):
+        return []
+    try:
+        (service,) = _apps_workload(manifest)
+        template = manifest.model.data["spec"]["template"]
+        return sources_pods.serving_workloads(
+            manifest.kind, manifest.model.data, service.queue_name, service.replicas, template
+        )
+    except (ServingError, SourceError):
+        return []
 
 
 def _inference_service(manifest: Manifest) -> list[ServiceSpec]:

@@ -573,6 +573,25 @@ RAY_SERVICE_SPEC = obj(
     ("rayClusterConfig",),
 )
 
+POD_BASED_SPECS: dict[tuple[str, str], Field] = {
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): obj(
+        {"replicas": INT, "leaderWorkerTemplate": obj({"size": INT}, ("workerTemplate",), open=True)},
+        ("leaderWorkerTemplate",),
+        open=True,
+    ),
+    ("workload.codeflare.dev/v1beta2", "AppWrapper"): obj(
+        {"components": arr(obj({"podSets": arr(OPEN), "template": OPEN}, ("template",), True))},
+        ("components",),
+        open=True,
+    ),
+    ("batch/v1", "CronJob"): obj(
+        {"schedule": STR, "suspend": BOOL, "jobTemplate": OPEN}, ("schedule", "jobTemplate"), open=True
+    ),
+    ("argoproj.io/v1alpha1", "Workflow"): obj({"entrypoint": STR, "templates": arr(OPEN)}, open=True),
+    **{("tekton.dev/v1", kind): OPEN for kind in ("Task", "Pipeline", "TaskRun", "PipelineRun")},
+}
+"""The pod-based sources of :mod:`gpuq.api.sources_derived` as the export writes them back."""
+
 
 def schemas(kueue_version: str = "v1beta1") -> dict[tuple[str, str], Field]:
     """(apiVersion, kind) -> whole-object field tree, for every non-core kind the export writes."""
@@ -597,6 +616,7 @@ def schemas(kueue_version: str = "v1beta1") -> dict[tuple[str, str], Field]:
         ("keda.sh/v1alpha1", "ScaledObject"): envelope(SCALED_OBJECT_SPEC, open_meta=True),
         ("serving.kserve.io/v1beta1", "InferenceService"): envelope(INFERENCE_SERVICE_SPEC, open_meta=True),
         ("ray.io/v1", "RayService"): envelope(RAY_SERVICE_SPEC, open_meta=True),
+        **{key: envelope(spec, open_meta=True) for key, spec in POD_BASED_SPECS.items()},
     }
 
 

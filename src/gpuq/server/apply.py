@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuq.api import kueue, machine_checks
+from gpuq.api import kueue, machine_checks, sources_derived
 from gpuq.api.diagnostics import Diagnostic
 from gpuq.api.loader import (
     MAX_DEPTH,
@@ -67,6 +67,7 @@ from gpuq.server.kinds import (
     CLUSTER_KINDS,
     NAMESPACED_KINDS,
     REFUSED_KINDS,
+    SERVING_KINDS,
     WORKLOAD,
     document_key,
 )
@@ -169,6 +170,10 @@ def read_request(text: str) -> list[Item]:
     for document in documents:
         for part in expand_lists(document, diagnostics):
             data = part.data
+            if (refusal := sources_derived.live_refusal(data)) is not None:  # admit and simulate only
+                name = str((data.get("metadata") or {}).get("name") or "")
+                diagnostics.append(Diagnostic(REQUEST, part.line, str(data["kind"]), name, "kind", refusal))
+                continue
             key = document_key(data)
             refused = str(data.get("kind")) if isinstance(data, dict) else ""
             if key is not None and refused in ADMIT_ONLY_SOURCES:
@@ -347,7 +352,8 @@ def validate(
     workloads: dict[tuple[str, str], Workload] = {}
     for workload in result.workloads:
         manifest = by_key.get((workload.namespace, workload.name))
-        if manifest is not None and manifest.path == REQUEST:
+        # a Deployment's or StatefulSet's pod workloads are admit's: live, the service controller runs them
+        if manifest is not None and manifest.path == REQUEST and manifest.kind not in SERVING_KINDS:
             workloads[(workload.namespace, manifest.name)] = workload
     return workloads, [d for d in result.warnings if d.path == REQUEST]
 

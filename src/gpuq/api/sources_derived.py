@@ -1,0 +1,68 @@
+"""Which documents give Workloads through :mod:`gpuq.api.sources_pods` and its siblings, and those Workloads.
+
+The loader hands every such document of a load to :func:`derive_all` at once, because some need
+the others: the pods of one pod group are one Workload, and a Tekton run names its Pipeline and
+Tasks. Each kind's builder is in :mod:`gpuq.api.sources_pods` (pod groups, LeaderWorkerSet),
+:mod:`gpuq.api.sources_wrapped` (AppWrapper, CronJob) or :mod:`gpuq.api.sources_pipelines`
+(Argo Workflow, Tekton).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from gpuq.api.source_fields import SourceError
+from gpuq.api.sources_pipelines import ARGO_API_VERSION, TEKTON_API_VERSION, TEKTON_KINDS, tekton, workflow
+from gpuq.api.sources_pods import LWS_API_VERSION, Derived, Finding, group_name, leaderworkerset, pod_groups
+from gpuq.api.sources_wrapped import appwrapper, cronjob
+
+_PER_DOCUMENT: dict[tuple[str, str], Callable[[Mapping[str, Any]], Derived]] = {
+    (LWS_API_VERSION, "LeaderWorkerSet"): leaderworkerset,
+    ("workload.codeflare.dev/v1beta2", "AppWrapper"): appwrapper,
+    ("batch/v1", "CronJob"): cronjob,
+    (ARGO_API_VERSION, "Workflow"): workflow,
+}
+DERIVED_KINDS = frozenset({*_PER_DOCUMENT, *((TEKTON_API_VERSION, k) for k in TEKTON_KINDS)})
+"""``(apiVersion, kind)`` read here; plus ``v1`` Pods of a pod group (:func:`is_derived`)."""
+LIVE_REFUSAL = (
+    "gpuq serve does not run {what} live (gpuq admit and gpuq simulate read it): "
+    "apply the Jobs, JobSets or Pods it would create instead"
+)
+
+
+def is_derived(data: Any) -> bool:
+    """True for a document :func:`derive_all` reads (not :func:`gpuq.api.sources.to_workload`)."""
+    if not isinstance(data, dict):
+        return False
+    return (str(data.get("apiVersion")), str(data.get("kind"))) in DERIVED_KINDS or bool(group_name(data))
+
+
+def live_refusal(data: Any) -> str | None:
+    """Why a live control plane refuses ``data`` (None when it does not): these kinds, and pod groups,
+    are read by admit and simulate only."""
+    if not is_derived(data):
+        return None
+    what = f"a pod group's pods ({group_name(data)!r})" if group_name(data) else f"a {data.get('kind')}"
+    return LIVE_REFUSAL.format(what=what)
+
+
+def derive_all(docs: Sequence[Mapping[str, Any]]) -> list[Derived]:
+    """One :class:`Derived` per document, in order; a document that cannot become Workloads gets
+    one error finding (its field and message, as :class:`SourceError` names them)."""
+    out: list[Derived] = [Derived() for _ in docs]
+    grouped = [i for i, doc in enumerate(docs) if group_name(doc)]
+    for index, derived in zip(grouped, pod_groups([docs[i] for i in grouped]), strict=True):
+        out[index] = derived
+    pipeline = [i for i, doc in enumerate(docs) if doc.get("apiVersion") == TEKTON_API_VERSION]
+    for index, derived in zip(pipeline, tekton([docs[i] for i in pipeline]), strict=True):
+        out[index] = derived
+    for index, doc in enumerate(docs):
+        builder = _PER_DOCUMENT.get((str(doc.get("apiVersion")), str(doc.get("kind"))))
+        if builder is None:
+            continue
+        try:
+            out[index] = builder(doc)
+        except SourceError as err:
+            out[index] = Derived((), (Finding(err.field, err.message),))
+    return out
