@@ -193,10 +193,20 @@ def test_team_namespaces_get_pod_security_labels_and_keep_their_own(loaded: Load
     assert speech["pod-security.kubernetes.io/enforce"] == "baseline"
 
 
-def test_cluster_queues_are_written_as_kueue_v1beta1_defines_them(loaded: LoadResult) -> None:
-    spec = one(export(loaded), "ClusterQueue", "vision")["spec"]
-    assert spec["cohort"] == "lab" and "cohortName" not in spec
-    assert spec["flavorFungibility"] == {"whenCanBorrow": "Borrow", "whenCanPreempt": "TryNextFlavor"}
+@pytest.mark.parametrize(
+    ("version", "cohort_key", "may_stop"),
+    [("v1beta2", "cohortName", "MayStopSearch"), ("v1beta1", "cohort", "Borrow")],
+)
+def test_cluster_queues_are_written_as_the_kueue_version_defines_them(
+    loaded: LoadResult, version: str, cohort_key: str, may_stop: str
+) -> None:
+    exported = export(loaded, kueue_version=version)
+    kueue = exported.files["20-kueue.yaml"]
+    assert {o["apiVersion"] for o in kueue} == {f"kueue.x-k8s.io/{version}"}  # Cohort and Topology too
+    spec = one(exported, "ClusterQueue", "vision")["spec"]
+    other = {"cohort": "cohortName", "cohortName": "cohort"}[cohort_key]
+    assert spec[cohort_key] == "lab" and other not in spec
+    assert spec["flavorFungibility"] == {"whenCanBorrow": may_stop, "whenCanPreempt": "TryNextFlavor"}
     assert spec["preemption"] == {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
     assert spec["namespaceSelector"] == {"matchLabels": {"team": "vision"}}
     quotas = spec["resourceGroups"][0]["flavors"][0]["resources"]

@@ -111,9 +111,7 @@ def check_export(export: Export, options: ExportOptions) -> None:
     Only the files meant for the cluster are checked: ``gpuq/`` holds objects the
     loader has just read and validated.
     """
-    problems = export_validate.check_objects(
-        export.cluster_files(), options.kubernetes_version, options.kueue_version
-    )
+    problems = export_validate.check_objects(export.cluster_files(), options.kubernetes_version)
     if problems:
         raise export_validate.ExportInvalid(problems)
 

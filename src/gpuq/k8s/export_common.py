@@ -24,7 +24,9 @@ class ExportOptions:
     """Choices the export leaves to the operator (see docs/kubernetes.md, "Export")."""
 
     provisioner: Provisioner = "gke"
-    kueue_version: KueueVersion = "v1beta1"
+    kueue_release: str = "v0.19"
+    kueue_version: KueueVersion = "v1beta2"
+    """The Kueue API written; :func:`gpuq.k8s.kueue_releases.version_for` picks it for a release."""
     kubernetes_version: str = "1.33"
     pod_security: PodSecurityLevel = "restricted"
     monitoring_namespace: str = "monitoring"

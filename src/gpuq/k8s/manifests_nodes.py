@@ -5,8 +5,11 @@
   ``gpuq.dev/v1alpha1`` ComputeClass maps to it field by field: ``spec.priorities[]``
   keep GKE's keys (machine family or type, cores, memory, spot, GPU type and count,
   reservations, location, flexStart, priorityScore...), gpuq-only keys (prices,
-  stock, delays) are dropped; ``whenUnsatisfiable``, ``nodePoolAutoCreation`` and
-  ``activeMigration`` pass through. A configuration without ComputeClasses gets none.
+  stock, delays) are dropped; every other key of GKE's spec (``description``,
+  ``whenUnsatisfiable``, ``nodePoolAutoCreation``, ``nodePoolConfig``, ``priorityDefaults``,
+  ``activeMigration``, ``autoscalingPolicy``) passes through, and so do a rule's
+  ``maxRunDurationSeconds``, ``placement`` and ``nodeSystemConfig``. A configuration
+  without ComputeClasses gets none.
 * ``karpenter``: one ``karpenter.sh/v1`` NodePool per gpuq NodePool (:func:`karpenter_node_pool`).
 """
 
@@ -22,7 +25,7 @@ from gpuq.api.machines import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NVLINK_L
 from gpuq.api.machines import ZONE_LABEL as ZONE
 from gpuq.k8s.export_common import ExportOptions, Obj, drop_empty, first_models, format_quantity, make
 from gpuq.k8s.manifests_devices import node_config_labels
-from gpuq.k8s.schemas import GKE_PRIORITY
+from gpuq.k8s.schemas import GKE_PRIORITY, GKE_SPEC_KEYS
 
 KARPENTER_API = "karpenter.sh/v1"
 KARPENTER_CAPACITY = "karpenter.sh/capacity-type"
@@ -38,7 +41,6 @@ KARPENTER_CAPACITY_OF = {
 }
 """Karpenter knows on-demand, spot and reserved: a calendar block is a capacity reservation, and
 flex-start (GKE DWS) has no Karpenter equivalent, so it asks for on-demand."""
-_GKE_SPEC_KEYS = ("whenUnsatisfiable", "nodePoolAutoCreation", "activeMigration", "autoscalingPolicy")
 
 
 def node_objects(manifests: Sequence[Manifest], options: ExportOptions) -> list[Obj]:
@@ -196,8 +198,8 @@ def gke_compute_class(source: Mapping[str, Any]) -> Obj:
         {k: v for k, v in entry.items() if k in GKE_PRIORITY.fields and v is not None}
         for entry in spec.get("priorities") or []
     ]
-    body: Obj = {"priorities": priorities}
-    body.update({k: spec[k] for k in _GKE_SPEC_KEYS if spec.get(k) is not None})
+    body: Obj = {k: spec[k] for k in GKE_SPEC_KEYS if spec.get(k) is not None}
+    body["priorities"] = priorities
     body.setdefault("nodePoolAutoCreation", {"enabled": True})
     name = str((source.get("metadata") or {}).get("name", ""))
     return {**make("cloud.google.com/v1", "ComputeClass", name), "spec": body}
