@@ -16,6 +16,7 @@ from gpuq.api.loader import LoadResult, load
 from gpuq.cli import app
 from gpuq.commands.export import alert_rules
 from gpuq.k8s import export as k8s_export
+from gpuq.k8s import pod_security
 from gpuq.k8s.crd_schemas import crd_version
 from gpuq.k8s.export import Export, build_export, check_export
 from gpuq.k8s.export_common import ExportOptions
@@ -206,7 +207,7 @@ def test_each_serving_workload_carries_its_queue_label_where_kueue_reads_it(
 def test_a_ray_service_is_labelled_on_the_object_only_as_kueue_admits_it_whole(exported: Export) -> None:
     obj = written(exported, "RayService", "rs")
     assert obj["metadata"]["labels"] == {Q: "inference"}
-    assert obj["spec"] == original("RayService", "rs")["spec"]  # templates as written
+    assert obj["spec"] == hardened(original("RayService", "rs"))["spec"]  # templates as written, hardened
     assert "labels" not in obj["spec"]["rayClusterConfig"]["headGroupSpec"]["template"].get("metadata", {})
 
 
@@ -223,9 +224,17 @@ def test_autoscalers_and_disruption_budgets_are_written_as_the_user_wrote_them(
 def test_status_and_server_set_metadata_are_dropped_and_the_rest_kept(exported: Export) -> None:
     chat, source = written(exported, "Deployment", "chat"), original("Deployment", "chat")
     assert "status" not in chat and "resourceVersion" not in chat["metadata"]
-    expected = copy.deepcopy(source["spec"])
+    expected = copy.deepcopy(hardened(source)["spec"])
     expected["template"]["metadata"]["labels"][Q] = "inference"
     assert chat["spec"] == expected
+
+
+def hardened(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with its pod templates given what Pod Security ``restricted`` asks (the default level)."""
+    out = copy.deepcopy(obj)
+    for pod in pod_security.pod_specs(out):
+        pod_security.harden(pod)
+    return out
 
 
 def test_every_serving_object_is_written_once_in_file_order(exported: Export) -> None:

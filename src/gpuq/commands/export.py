@@ -181,6 +181,8 @@ def k8s(
     if result.config is None:
         raise typer.Exit(1)
     exported = build_export(result, options, alert_rules())
+    for warning in exported.warnings:
+        typer.echo(f"warning: {warning}", err=True)
     try:
         check_export(exported, options)
     except ExportInvalid as err:

@@ -31,6 +31,12 @@ class ExportOptions:
     pod_security: PodSecurityLevel = "restricted"
     monitoring_namespace: str = "monitoring"
     gpu_operator_namespace: str = "gpu-operator"
+    ingress_namespaces: tuple[str, ...] = ("istio-system",)
+    """Namespaces of the ingress gateways that reach serving pods (KServe's default is Istio's)."""
+    knative_namespace: str = "knative-serving"
+    """Knative Serving's namespace: its activator proxies requests to KServe's serverless predictors."""
+    kuberay_namespace: str = "default"
+    """The KubeRay operator's namespace (its kustomize default): it calls Ray heads' dashboard and Serve."""
     node_class: str = "default"
 
 

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
@@ -31,6 +32,7 @@ KARPENTER_API = "karpenter.sh/v1"
 KARPENTER_CAPACITY = "karpenter.sh/capacity-type"
 GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
 GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
+_GCE_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
 _RESTRICTED_DOMAINS = ("kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws")
 KARPENTER_CAPACITY_OF = {
     "on-demand": "on-demand",
@@ -43,11 +45,14 @@ KARPENTER_CAPACITY_OF = {
 flex-start (GKE DWS) has no Karpenter equivalent, so it asks for on-demand."""
 
 
-def node_objects(manifests: Sequence[Manifest], options: ExportOptions) -> list[Obj]:
-    """The provisioner's objects for the configuration's pools or compute classes."""
+def node_objects(manifests: Sequence[Manifest], options: ExportOptions) -> tuple[list[Obj], list[str]]:
+    """The provisioner's objects for the configuration's pools or compute classes, and warnings
+    about what they cannot express (:func:`karpenter_warnings`)."""
     if options.provisioner == "karpenter":
-        return [karpenter_node_pool(pool, options) for pool in first_models(manifests, machines.NodePool)]
-    return [gke_compute_class(_plain(m.model)) for m in manifests if _is_gpuq_compute_class(m)]
+        pools = list(first_models(manifests, machines.NodePool))
+        warnings = [w for pool in pools for w in karpenter_warnings(pool)]
+        return [karpenter_node_pool(pool, options) for pool in pools], warnings
+    return [gke_compute_class(_plain(m.model)) for m in manifests if _is_gpuq_compute_class(m)], []
 
 
 # --- Karpenter ----------------------------------------------------------------------------------
@@ -79,6 +84,36 @@ def pool_labels(pool: machines.NodePool) -> dict[str, str]:
 def gpu_name(model: str) -> str:
     """Karpenter's ``instance-gpu-name`` for a catalogue model: ``A100-80GB`` -> ``a100``."""
     return model.split("-")[0].lower()
+
+
+def karpenter_warnings(pool: machines.NodePool) -> list[str]:
+    """What of a GKE-shaped pool an AWS Karpenter NodePool takes as written but cannot honour.
+
+    EC2 instance types are ``family.size`` (``p5.48xlarge``); GCE machine types
+    (``a3-highgpu-8g``) have no dot. AWS zones end in a digit and a letter
+    (``us-east-1a``); GCE zones in ``-<letter>`` (``us-central1-a``). Labels in GKE's
+    domains (``cloud.google.com/``, ``*.gke.io/``) are copied onto the EC2 nodes as written,
+    though GKE is not there to mean anything by them. Nothing is mapped: which EC2 type
+    matches a GCE one is the operator's choice.
+    """
+    spec = pool.spec
+    where = f"NodePool/{pool.metadata.name}"
+    out = []
+    if "." not in spec.machine_type:
+        out.append(
+            f"{where}: spec.machineType: {spec.machine_type!r} is not an EC2 instance type (family.size, "
+            f"e.g. p5.48xlarge): Karpenter's instance-type requirement will match no instance"
+        )
+    if spec.zone and _GCE_ZONE.match(spec.zone):
+        out.append(
+            f"{where}: spec.zone: {spec.zone!r} is a GCE zone (AWS zones look like us-east-1a): "
+            "Karpenter's zone requirement will match no subnet"
+        )
+    for key in sorted(spec.labels):
+        domain = key.partition("/")[0] if "/" in key else ""
+        if domain == "cloud.google.com" or domain.endswith(".gke.io"):
+            out.append(f"{where}: spec.labels[{key}]: a GKE label, written as is on the EC2 nodes")
+    return out
 
 
 def _requirements(pool: machines.NodePool) -> list[Obj]:
