@@ -21,6 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 from gpuq.api import machines
+from gpuq.api.compute_class import ComputeClass
 from gpuq.api.diagnostics import Manifest
 from gpuq.api.machines import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NVLINK_LABEL, POOL_LABEL, SPOT_LABEL
 from gpuq.api.machines import ZONE_LABEL as ZONE
@@ -52,7 +53,7 @@ def node_objects(manifests: Sequence[Manifest], options: ExportOptions) -> tuple
         pools = list(first_models(manifests, machines.NodePool))
         warnings = [w for pool in pools for w in karpenter_warnings(pool)]
         return [karpenter_node_pool(pool, options) for pool in pools], warnings
-    return [gke_compute_class(_plain(m.model)) for m in manifests if _is_gpuq_compute_class(m)], []
+    return [gke_compute_class(_plain(m.model)) for m in manifests if _is_compute_class(m)], []
 
 
 # --- Karpenter ----------------------------------------------------------------------------------
@@ -214,9 +215,9 @@ def _disruption(pool: machines.NodePool) -> Obj:
 # --- GKE ComputeClass ---------------------------------------------------------------------------
 
 
-def _is_gpuq_compute_class(manifest: Manifest) -> bool:
-    api = str(getattr(manifest.model, "api_version", ""))
-    return manifest.kind == "ComputeClass" and api.startswith(f"{machines.GPUQ_GROUP}/")
+def _is_compute_class(manifest: Manifest) -> bool:
+    """A ComputeClass gpuq read, written as gpuq's (``gpuq.dev``) or as GKE's own object."""
+    return isinstance(manifest.model, ComputeClass)
 
 
 def _plain(model: Any) -> Obj:
