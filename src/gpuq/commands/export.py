@@ -148,6 +148,20 @@ def k8s(
         str,
         typer.Option("--gpu-operator-namespace", help="Namespace of the NVIDIA GPU operator's ConfigMaps."),
     ] = "gpu-operator",
+    ingress_namespaces: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ingress-namespace",
+            help="Namespace of an ingress gateway reaching serving pods (repeatable; default istio-system).",
+        ),
+    ] = None,
+    knative_namespace: Annotated[
+        str,
+        typer.Option("--knative-namespace", help="Knative Serving's namespace (KServe's activator path)."),
+    ] = "knative-serving",
+    kuberay_namespace: Annotated[
+        str, typer.Option("--kuberay-namespace", help="Namespace of the KubeRay operator.")
+    ] = "default",
     node_class: Annotated[
         str, typer.Option("--node-class", help="Karpenter EC2NodeClass the NodePools refer to.")
     ] = "default",
@@ -169,6 +183,9 @@ def k8s(
         pod_security=pod_security,
         monitoring_namespace=monitoring_namespace,
         gpu_operator_namespace=gpu_operator_namespace,
+        ingress_namespaces=tuple(ingress_namespaces or ("istio-system",)),
+        knative_namespace=knative_namespace,
+        kuberay_namespace=kuberay_namespace,
         node_class=node_class,
     )
     try:

@@ -106,6 +106,8 @@ def strict(schema: Any, root: bool = True) -> Any:
             out[key] = strict(value, False)
         elif key in ("allOf", "anyOf", "oneOf"):
             out[key] = [strict(sub, False) for sub in value]
+        elif key == "pattern" and "(?i)" in value:  # Go (RE2) allows ^(?i)...; Python wants flags first
+            out[key] = "(?i)" + value.replace("(?i)", "")
         elif key not in ("nullable", "x-kubernetes-int-or-string", "default"):
             out[key] = value
     defaulted = {

@@ -227,13 +227,20 @@ def _plain(model: Any) -> Obj:
     return dict(model)
 
 
+def _gke_rule(entry: Mapping[str, Any]) -> Obj:
+    """One priority rule with GKE's keys only; ``reservations.specific`` left out when empty (gpuq's
+    default, which GKE's ``AnyBestEffort`` and ``None`` affinities do not take)."""
+    rule = {k: v for k, v in entry.items() if k in GKE_PRIORITY.fields and v is not None}
+    reservations = rule.get("reservations")
+    if isinstance(reservations, dict) and reservations.get("specific") == []:
+        rule["reservations"] = {k: v for k, v in reservations.items() if k != "specific"}
+    return rule
+
+
 def gke_compute_class(source: Mapping[str, Any]) -> Obj:
     """A ``cloud.google.com/v1`` ComputeClass from a gpuq ComputeClass (plain data)."""
     spec = source.get("spec") or {}
-    priorities = [
-        {k: v for k, v in entry.items() if k in GKE_PRIORITY.fields and v is not None}
-        for entry in spec.get("priorities") or []
-    ]
+    priorities = [_gke_rule(entry) for entry in spec.get("priorities") or []]
     body: Obj = {k: spec[k] for k in GKE_SPEC_KEYS if spec.get(k) is not None}
     body["priorities"] = priorities
     body.setdefault("nodePoolAutoCreation", {"enabled": True})
