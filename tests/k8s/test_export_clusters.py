@@ -439,3 +439,19 @@ def test_a_real_gke_compute_class_is_read_and_written_back_with_every_key(tmp_pa
     assert again.config is not None and again.diagnostics == ()
     (model,) = [m.model for m in again.manifests if isinstance(m.model, ComputeClass)]
     assert model.spec.description == "Short description of the ComputeClass."
+
+
+def test_an_export_holding_a_gpuq_and_a_gke_compute_class_loads_back_as_one(tmp_path: Path) -> None:
+    files = dict(configurations())["symbol-retail/capacity.scenario:compute-class"]
+    original = load(list(files))
+    exported = build_export(original, ExportOptions(), alert_rules())
+    assert [o["kind"] for o in exported.files["50-nodes.yaml"]] == ["ComputeClass"]
+    write_export(exported, str(tmp_path))
+    again = load([str(tmp_path)])
+    assert again.config is not None, [str(d) for d in again.errors]
+    classes = [m for m in again.manifests if isinstance(m.model, ComputeClass)]
+    assert [str(m.model.api_version) for m in classes] == [
+        "gpuq.dev/v1alpha1"
+    ]  # the gpuq one is the definition
+    (before,) = [m.model for m in original.manifests if isinstance(m.model, ComputeClass)]
+    assert classes[0].model.spec == before.spec  # type: ignore[union-attr]

@@ -241,3 +241,72 @@ def test_loader_still_refuses_other_unknown_kinds() -> None:
     result = load(["-"], stdin=StringIO("apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n"))
     assert result.config is None
     assert "unknown kind 'Widget'" in str(result.errors[0])
+
+
+FLAVOR: dict[str, Any] = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "ResourceFlavor",
+    "metadata": {"name": "f"},
+}
+TOPOLOGY: dict[str, Any] = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "Topology",
+    "metadata": {"name": "t"},
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "obj", "expected"),
+    [
+        (
+            "a flavor with a topology needs node labels",
+            {**FLAVOR, "spec": {"topologyName": "t"}},
+            [("spec", "at least one nodeLabel is required when topology is set")],
+        ),
+        (
+            "a toleration without a key must be Exists",
+            {
+                **FLAVOR,
+                "spec": {"tolerations": [{"operator": "Equal", "value": "x", "effect": "NoSchedule"}]},
+            },
+            [
+                (
+                    "spec.tolerations",
+                    "operator must be Exists when 'key' is empty, "
+                    "which means 'match all values and all keys'",
+                )
+            ],
+        ),
+        (
+            "tolerationSeconds needs NoExecute",
+            {
+                **FLAVOR,
+                "spec": {"tolerations": [{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 5}]},
+            },
+            [("spec.tolerations", "effect must be 'NoExecute' when 'tolerationSeconds' is set")],
+        ),
+        (
+            "the hostname level is the lowest",
+            {
+                **TOPOLOGY,
+                "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "rack"}]},
+            },
+            [
+                (
+                    "spec.levels",
+                    "the kubernetes.io/hostname label can only be used at the lowest level of topology",
+                )
+            ],
+        ),
+        (
+            "topology levels are unique",
+            {**TOPOLOGY, "spec": {"levels": [{"nodeLabel": "rack"}, {"nodeLabel": "rack"}]}},
+            [("spec.levels", "must be unique")],
+        ),
+    ],
+)
+def test_kueue_cel_rules_are_evaluated(
+    name: str, obj: dict[str, Any], expected: list[tuple[str, str]]
+) -> None:
+    found = check_objects({"20-kueue.yaml": [obj]}, "1.33")
+    assert [(p.field, p.message) for p in found] == expected, name
