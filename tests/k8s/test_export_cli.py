@@ -80,12 +80,15 @@ def test_an_invalid_object_exits_1_names_it_and_writes_nothing(
         built = real(*args)  # type: ignore[arg-type]
         files = dict(built.files)
         queue = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": "q"}}
-        files["20-kueue.yaml"] = [*files["20-kueue.yaml"], {**queue, "spec": {}}]
+        files["20-kueue.yaml"] = [
+            *files["20-kueue.yaml"],
+            {**queue, "spec": {"clusterQueue": "q", "colour": "red"}},
+        ]
         return Export(files)
 
     monkeypatch.setattr("gpuq.k8s.export.build_export", with_a_broken_queue)
     result = runner.invoke(app, ["export", "k8s", "-f", EXAMPLE, "-o", str(tmp_path / "out")])
     assert result.exit_code == 1
-    assert "invalid: 20-kueue.yaml: LocalQueue/q: spec.clusterQueue: is required" in result.output
+    assert "invalid: 20-kueue.yaml: LocalQueue/q: spec.colour: unknown field" in result.output
     assert "nothing written" in result.output
     assert not (tmp_path / "out").exists()

@@ -165,7 +165,7 @@ TENANCY += ["ClusterRole", "ClusterRoleBinding"]
         ("10-priorities.yaml", ["PriorityClass"]),
         ("20-kueue.yaml", KUEUE),
         ("30-tenancy.yaml", TENANCY),
-        ("40-devices.yaml", ["ConfigMap", "ConfigMap", "ConfigMap"]),
+        ("40-devices.yaml", ["ConfigMap", "ConfigMap"]),
         ("60-monitoring.yaml", ["PrometheusRule"]),
         ("70-workloads.yaml", ["Job"]),
         ("gpuq/machines.yaml", ["NodePool", "NodePool"]),
@@ -193,10 +193,20 @@ def test_team_namespaces_get_pod_security_labels_and_keep_their_own(loaded: Load
     assert speech["pod-security.kubernetes.io/enforce"] == "baseline"
 
 
-def test_cluster_queues_are_written_as_kueue_v1beta1_defines_them(loaded: LoadResult) -> None:
-    spec = one(export(loaded), "ClusterQueue", "vision")["spec"]
-    assert spec["cohort"] == "lab" and "cohortName" not in spec
-    assert spec["flavorFungibility"] == {"whenCanBorrow": "Borrow", "whenCanPreempt": "TryNextFlavor"}
+@pytest.mark.parametrize(
+    ("version", "cohort_key", "may_stop"),
+    [("v1beta2", "cohortName", "MayStopSearch"), ("v1beta1", "cohort", "Borrow")],
+)
+def test_cluster_queues_are_written_as_the_kueue_version_defines_them(
+    loaded: LoadResult, version: str, cohort_key: str, may_stop: str
+) -> None:
+    exported = export(loaded, kueue_version=version)
+    kueue = exported.files["20-kueue.yaml"]
+    assert {o["apiVersion"] for o in kueue} == {f"kueue.x-k8s.io/{version}"}  # Cohort and Topology too
+    spec = one(exported, "ClusterQueue", "vision")["spec"]
+    other = {"cohort": "cohortName", "cohortName": "cohort"}[cohort_key]
+    assert spec[cohort_key] == "lab" and other not in spec
+    assert spec["flavorFungibility"] == {"whenCanBorrow": may_stop, "whenCanPreempt": "TryNextFlavor"}
     assert spec["preemption"] == {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
     assert spec["namespaceSelector"] == {"matchLabels": {"team": "vision"}}
     quotas = spec["resourceGroups"][0]["flavors"][0]["resources"]
@@ -300,19 +310,21 @@ def test_workload_priority_classes_get_a_pod_priority_class_that_never_preempts(
 
 def test_mig_pool_gets_a_device_plugin_strategy_and_a_mig_parted_layout(loaded: LoadResult) -> None:
     exported = export(loaded)
-    plugin = one(exported, "ConfigMap", "gpuq-device-plugin-a100-mig", "gpu-operator")
+    plugin = one(exported, "ConfigMap", "gpuq-device-plugin", "gpu-operator")
+    assert sorted(plugin["data"]) == ["a100-mig", "l4-sliced"]  # one ConfigMap, a key per shared pool
     assert yaml.safe_load(plugin["data"]["a100-mig"]) == {"version": "v1", "flags": {"migStrategy": "single"}}
-    parted = one(exported, "ConfigMap", "gpuq-mig-parted-a100-mig", "gpu-operator")
+    parted = one(exported, "ConfigMap", "gpuq-mig-parted", "gpu-operator")
     assert yaml.safe_load(parted["data"]["config.yaml"]) == {
         "version": "v1",
-        "mig-configs": {"a100-mig": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]},
+        "mig-configs": {
+            "all-disabled": [{"devices": "all", "mig-enabled": False}],
+            "a100-mig": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}],
+        },
     }
 
 
 def test_time_sliced_pool_gets_replicas_in_the_device_plugin_config(loaded: LoadResult) -> None:
-    plugin = one(
-        export(loaded, gpu_operator_namespace="nvidia"), "ConfigMap", "gpuq-device-plugin-l4-sliced", "nvidia"
-    )
+    plugin = one(export(loaded, gpu_operator_namespace="nvidia"), "ConfigMap", "gpuq-device-plugin", "nvidia")
     assert yaml.safe_load(plugin["data"]["l4-sliced"]) == {
         "version": "v1",
         "flags": {"migStrategy": "none"},

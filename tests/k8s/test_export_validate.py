@@ -1,5 +1,6 @@
-"""Objects are checked before anything is written: core kinds against Kubernetes' schemas, the rest
-against the field checks of :mod:`gpuq.k8s.schemas`; the loader skips the foreign kinds."""
+"""Objects are checked before anything is written: core kinds against Kubernetes' schemas, custom
+kinds against their real CRDs (:mod:`gpuq.k8s.crd_schemas`), GKE's ComputeClass against
+:mod:`gpuq.k8s.schemas`; the loader skips the foreign kinds."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from typing import Any
 import pytest
 
 from gpuq.api.loader import load
-from gpuq.k8s import schemas
 from gpuq.k8s.export import Export, check_export
 from gpuq.k8s.export_common import ExportOptions
 from gpuq.k8s.export_validate import ExportInvalid, ExportProblem, check_objects, schema_version
@@ -46,6 +46,8 @@ def _with(obj: dict[str, Any], path: tuple[str | int, ...], value: Any) -> dict[
 
 
 QUOTA = ("spec", "resourceGroups", 0, "flavors", 0, "resources", 0)
+NUMBER = r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+Q = rf"^(\+|-)?{NUMBER}(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?{NUMBER}))?$"  # Kueue's quantity pattern
 
 
 @pytest.mark.parametrize(
@@ -58,12 +60,12 @@ QUOTA = ("spec", "resourceGroups", 0, "flavors", 0, "resources", 0)
             [("spec.resourceGroups[0].flavors[0].resources[0].nominalQuota", "is required")],
         ),
         (
-            "a malformed quantity is named",
+            "a malformed quantity fails the CRD's quantity pattern",
             _with(GOOD_CQ, (*QUOTA, "nominalQuota"), "eight"),
             [
                 (
                     "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota",
-                    "'eight' is not a quantity (expected e.g. 500m, 10Gi, 1e3, 1.5)",
+                    f"'eight' does not match {Q!r}",
                 )
             ],
         ),
@@ -73,24 +75,59 @@ QUOTA = ("spec", "resourceGroups", 0, "flavors", 0, "resources", 0)
             [("spec.cohortName", "unknown field")],
         ),
         (
-            "v1beta1 has no fungibility preference",
+            "a fungibility preference needs TryNextFlavor on both sides (Kueue's CEL rule)",
             _with(GOOD_CQ, ("spec", "flavorFungibility"), {"preference": "BorrowingOverPreemption"}),
-            [("spec.flavorFungibility.preference", "unknown field")],
+            [
+                (
+                    "spec.flavorFungibility",
+                    "preference can only be set when both whenCanBorrow and whenCanPreempt are TryNextFlavor",
+                )
+            ],
+        ),
+        (
+            "a borrowing limit without a cohort is refused (Kueue's CEL rule)",
+            _with(_with(GOOD_CQ, ("spec", "cohort"), ...), (*QUOTA, "borrowingLimit"), "2"),
+            [("spec", "borrowingLimit must be nil when cohort is empty")],
+        ),
+        (
+            "every flavor covers every resource of its group (Kueue's CEL rule)",
+            _with(GOOD_CQ, ("spec", "resourceGroups", 0, "coveredResources"), ["nvidia.com/gpu", "cpu"]),
+            [
+                (
+                    "spec.resourceGroups[0]",
+                    "flavors must have the same number of resources as the coveredResources",
+                )
+            ],
         ),
         (
             "an enum value outside Kueue's is named",
             _with(GOOD_CQ, ("spec", "stopPolicy"), "Pause"),
-            [("spec.stopPolicy", "must be one of None, Hold, HoldAndDrain (got 'Pause')")],
+            [("spec.stopPolicy", "'Pause' is not one of ['None', 'Hold', 'HoldAndDrain']")],
         ),
         (
             "a list where an object belongs is named",
             _with(GOOD_CQ, ("spec", "preemption"), []),
-            [("spec.preemption", "must be an object (got list)")],
+            [("spec.preemption", "[] is not of type 'object'")],
+        ),
+        (
+            "unknown metadata fields are refused by Kubernetes' ObjectMeta",
+            _with(GOOD_CQ, ("metadata", "label"), {"a": "b"}),
+            [("metadata.label", "unknown field")],
+        ),
+        (
+            "a flavor named twice is refused (x-kubernetes-list-type: map)",
+            _with(
+                GOOD_CQ,
+                ("spec", "resourceGroups", 0, "flavors"),
+                [GOOD_CQ["spec"]["resourceGroups"][0]["flavors"][0]] * 2,
+            ),
+            [("spec.resourceGroups[0].flavors[1]", "duplicate entry for key {'name': 'a100'}")],
         ),
     ],
 )
 def test_kueue_field_checks(name: str, obj: dict[str, Any], expected: list[tuple[str, str]]) -> None:
-    assert schemas.check_object(obj, schemas.schemas("v1beta1")) == expected, name
+    found = check_objects({"20-kueue.yaml": [obj]}, "1.33")
+    assert [(p.field, p.message) for p in found] == expected, name
 
 
 @pytest.mark.parametrize(
@@ -100,7 +137,7 @@ def test_kueue_field_checks(name: str, obj: dict[str, Any], expected: list[tuple
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "labels": {"x": 1}}},
             "metadata.labels.x",
         ),
-        ({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}, "colour": "red"}, "<object>"),
+        ({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}, "colour": "red"}, "colour"),
         (
             {
                 "apiVersion": "networking.k8s.io/v1",
@@ -117,12 +154,12 @@ def test_kueue_field_checks(name: str, obj: dict[str, Any], expected: list[tuple
                 "metadata": {"name": "b", "namespace": "a"},
                 "subjects": [{"kind": "Group", "name": "g"}],
             },
-            "<object>",
+            "roleRef",
         ),
     ],
 )
 def test_core_kinds_are_checked_against_the_kubernetes_schema(obj: dict[str, Any], field: str) -> None:
-    problems = check_objects({"00-x.yaml": [obj]}, "1.33", "v1beta1")
+    problems = check_objects({"00-x.yaml": [obj]}, "1.33")
     assert problems and problems[0].field == field
     assert problems[0].kind == obj["kind"] and problems[0].name == obj["metadata"]["name"]
 
@@ -150,7 +187,7 @@ def test_a_broken_object_fails_the_export_naming_file_object_and_field() -> None
 
 def test_a_kind_without_checks_is_refused() -> None:
     obj = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
-    (problem,) = check_objects({"x.yaml": [obj]}, "1.33", "v1beta1")
+    (problem,) = check_objects({"x.yaml": [obj]}, "1.33")
     assert problem.field == "kind" and "no field checks" in problem.message
 
 
@@ -204,3 +241,72 @@ def test_loader_still_refuses_other_unknown_kinds() -> None:
     result = load(["-"], stdin=StringIO("apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n"))
     assert result.config is None
     assert "unknown kind 'Widget'" in str(result.errors[0])
+
+
+FLAVOR: dict[str, Any] = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "ResourceFlavor",
+    "metadata": {"name": "f"},
+}
+TOPOLOGY: dict[str, Any] = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "Topology",
+    "metadata": {"name": "t"},
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "obj", "expected"),
+    [
+        (
+            "a flavor with a topology needs node labels",
+            {**FLAVOR, "spec": {"topologyName": "t"}},
+            [("spec", "at least one nodeLabel is required when topology is set")],
+        ),
+        (
+            "a toleration without a key must be Exists",
+            {
+                **FLAVOR,
+                "spec": {"tolerations": [{"operator": "Equal", "value": "x", "effect": "NoSchedule"}]},
+            },
+            [
+                (
+                    "spec.tolerations",
+                    "operator must be Exists when 'key' is empty, "
+                    "which means 'match all values and all keys'",
+                )
+            ],
+        ),
+        (
+            "tolerationSeconds needs NoExecute",
+            {
+                **FLAVOR,
+                "spec": {"tolerations": [{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 5}]},
+            },
+            [("spec.tolerations", "effect must be 'NoExecute' when 'tolerationSeconds' is set")],
+        ),
+        (
+            "the hostname level is the lowest",
+            {
+                **TOPOLOGY,
+                "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "rack"}]},
+            },
+            [
+                (
+                    "spec.levels",
+                    "the kubernetes.io/hostname label can only be used at the lowest level of topology",
+                )
+            ],
+        ),
+        (
+            "topology levels are unique",
+            {**TOPOLOGY, "spec": {"levels": [{"nodeLabel": "rack"}, {"nodeLabel": "rack"}]}},
+            [("spec.levels", "must be unique")],
+        ),
+    ],
+)
+def test_kueue_cel_rules_are_evaluated(
+    name: str, obj: dict[str, Any], expected: list[tuple[str, str]]
+) -> None:
+    found = check_objects({"20-kueue.yaml": [obj]}, "1.33")
+    assert [(p.field, p.message) for p in found] == expected, name

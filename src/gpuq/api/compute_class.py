@@ -1,8 +1,8 @@
 """The ``gpuq.dev/v1alpha1`` ComputeClass kind, modelled on GKE's ``cloud.google.com/v1`` ComputeClass.
 
 The spec keeps GKE's field names, so a GKE ComputeClass's ``spec`` loads unchanged under
-``gpuq.dev/v1alpha1`` (:func:`read_compute_class` also reads a ``cloud.google.com/v1`` object;
-the loader skips that apiVersion because ``gpuq export k8s`` writes it beside the gpuq object).
+``gpuq.dev/v1alpha1``, and the loader reads a ``cloud.google.com/v1`` ComputeClass as this
+kind too (GKE's reference: https://cloud.google.com/kubernetes-engine/docs/reference/crds/computeclass).
 gpuq adds ``strategy`` (docs/provisioning.md, "Presets").
 
 Checks (:func:`compute_class_problems`, run by :mod:`gpuq.api.machine_checks`): at least one rule
@@ -81,6 +81,7 @@ class PriorityRule(Strict):
     storage: Any = None
     placement: Any = None
     min_cpu_platform: str | None = None
+    node_system_config: Any = None
 
 
 class ActiveMigration(Strict):
@@ -113,6 +114,27 @@ def read_compute_class(data: dict[str, Any]) -> ComputeClass:
     if group not in (GKE_GROUP, "gpuq.dev") or data.get("kind") != "ComputeClass":
         raise ValueError(f"not a ComputeClass: {data.get('apiVersion')}/{data.get('kind')}")
     return ComputeClass.model_validate(data)
+
+
+def unshadowed(manifests: list[Manifest]) -> list[Manifest]:
+    """``manifests`` less each ``cloud.google.com`` ComputeClass named like a ``gpuq.dev`` one.
+
+    ``gpuq export k8s`` writes GKE's object for the cluster beside the gpuq one it came
+    from (which keeps gpuq-only keys such as prices), so an exported directory holds both:
+    the gpuq one is the definition.
+    """
+    gpuq_names = {
+        m.name for m in manifests if isinstance(m.model, ComputeClass) and _group(m.model) != GKE_GROUP
+    }
+    return [
+        m
+        for m in manifests
+        if not (isinstance(m.model, ComputeClass) and _group(m.model) == GKE_GROUP and m.name in gpuq_names)
+    ]
+
+
+def _group(model: ComputeClass) -> str:
+    return kueue.split_api_version(str(model.api_version))[0]
 
 
 def to_policy(model: ComputeClass) -> ComputeClassPolicy:
@@ -256,3 +278,5 @@ def is_valid(data: dict[str, Any]) -> bool:
 
 
 kueue.KINDS[("gpuq.dev", "ComputeClass")] = ComputeClass
+kueue.VERSIONS.setdefault(GKE_GROUP, ("v1",))
+kueue.KINDS[(GKE_GROUP, "ComputeClass")] = ComputeClass  # GKE's own object reads as the same class

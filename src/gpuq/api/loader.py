@@ -40,6 +40,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from gpuq.api import (
+    compute_class,
     convert,
     kueue,
     machine_checks,
@@ -91,7 +92,6 @@ FOREIGN_KINDS = frozenset(
         ("monitoring.coreos.com", "PrometheusRule"),
         ("karpenter.sh", "NodePool"),
         ("karpenter.k8s.aws", "EC2NodeClass"),
-        ("cloud.google.com", "ComputeClass"),
     }
 )
 """(API group, kind) of objects that ``gpuq export k8s`` writes beside the configuration and that
@@ -195,6 +195,7 @@ def load_documents(
             manifests += _serving_pod_workloads(item, manifest, diagnostics, broken)
     manifests += _derived_manifests(derived, diagnostics, broken)
     manifests, unqueued = queue_defaulting.default_queues(manifests)
+    manifests = compute_class.unshadowed(manifests)
     diagnostics += unqueued
     for manifest in manifests:
         diagnostics += validation.validate_object(manifest)

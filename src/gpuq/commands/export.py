@@ -9,6 +9,7 @@ import typer
 import yaml
 
 from gpuq.k8s.export_common import ExportOptions, KueueVersion, PodSecurityLevel, Provisioner
+from gpuq.k8s.kueue_releases import DEFAULT_RELEASE
 
 export_app = typer.Typer(
     help="Write configuration for other systems (Prometheus alert rules, Kubernetes manifests).",
@@ -126,9 +127,13 @@ def k8s(
     kubernetes_version: Annotated[
         str, typer.Option("--kubernetes-version", help="Kubernetes version whose schemas check core kinds.")
     ] = "1.33",
+    kueue_release: Annotated[
+        str, typer.Option("--kueue-release", help="Kueue release of the cluster (v0.14 to v0.19).")
+    ] = DEFAULT_RELEASE,
     kueue_version: Annotated[
-        KueueVersion, typer.Option("--kueue-version", help="Kueue API version to write.")
-    ] = "v1beta1",
+        KueueVersion | None,
+        typer.Option("--kueue-version", help="Kueue API to write (default: the release's storage version)."),
+    ] = None,
     pod_security: Annotated[
         PodSecurityLevel, typer.Option("--pod-security", help="Pod Security Standard of team namespaces.")
     ] = "restricted",
@@ -139,22 +144,49 @@ def k8s(
         str,
         typer.Option("--gpu-operator-namespace", help="Namespace of the NVIDIA GPU operator's ConfigMaps."),
     ] = "gpu-operator",
+    ingress_namespaces: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ingress-namespace",
+            help="Namespace of an ingress gateway reaching serving pods (repeatable; default istio-system).",
+        ),
+    ] = None,
+    knative_namespace: Annotated[
+        str,
+        typer.Option("--knative-namespace", help="Knative Serving's namespace (KServe's activator path)."),
+    ] = "knative-serving",
+    kuberay_namespace: Annotated[
+        str, typer.Option("--kuberay-namespace", help="Namespace of the KubeRay operator.")
+    ] = "default",
     node_class: Annotated[
         str, typer.Option("--node-class", help="Karpenter EC2NodeClass the NodePools refer to.")
     ] = "default",
 ) -> None:
     """Write the configuration as Kubernetes manifests for a real Kueue cluster (docs/kubernetes.md)."""
     from gpuq.api.loader import load
+    from gpuq.k8s import kueue_releases
     from gpuq.k8s.export import build_export, check_export, render_stream, write_export
     from gpuq.k8s.export_validate import ExportInvalid, schema_version
 
+    try:
+        version = kueue_releases.version_for(kueue_release, kueue_version)
+    except ValueError as err:
+        hint = "--kueue-version" if kueue_version and "serve" in str(err) else "--kueue-release"
+        raise typer.BadParameter(str(err), param_hint=hint) from None
+    warning = kueue_releases.deprecation(kueue_release, version)
+    if warning:
+        typer.echo(f"warning: {warning}", err=True)
     options = ExportOptions(
         provisioner=provisioner,
-        kueue_version=kueue_version,
+        kueue_release=kueue_releases.minor(kueue_release),
+        kueue_version=version,
         kubernetes_version=kubernetes_version,
         pod_security=pod_security,
         monitoring_namespace=monitoring_namespace,
         gpu_operator_namespace=gpu_operator_namespace,
+        ingress_namespaces=tuple(ingress_namespaces or ("istio-system",)),
+        knative_namespace=knative_namespace,
+        kuberay_namespace=kuberay_namespace,
         node_class=node_class,
     )
     try:
@@ -167,6 +199,8 @@ def k8s(
     if result.config is None:
         raise typer.Exit(1)
     exported = build_export(result, options, alert_rules())
+    for warning in exported.warnings:
+        typer.echo(f"warning: {warning}", err=True)
     try:
         check_export(exported, options)
     except ExportInvalid as err:

@@ -8,7 +8,9 @@ plain objects; :func:`check_export` validates them all
 1. Kueue objects from the typed models (:mod:`gpuq.k8s.manifests_kueue`);
 2. per team namespace a Namespace with Pod Security labels, a ResourceQuota, a
    NetworkPolicy, RBAC (:mod:`gpuq.k8s.manifests_tenancy`), and PriorityClasses
-   (:mod:`gpuq.k8s.manifests_priorities`);
+   (:mod:`gpuq.k8s.manifests_priorities`); the pod templates of steps 4 and 5 are
+   hardened to the namespace's Pod Security level, which is lowered, with a warning,
+   where a template the user wrote breaks it (:mod:`gpuq.k8s.pod_security`);
 3. device plugin and mig-parted ConfigMaps (:mod:`gpuq.k8s.manifests_devices`),
    Karpenter NodePools or GKE ComputeClasses (:mod:`gpuq.k8s.manifests_nodes`),
    the PrometheusRule (:mod:`gpuq.k8s.manifests_monitoring`);
@@ -44,6 +46,7 @@ from gpuq.k8s import (
     manifests_priorities,
     manifests_serving,
     manifests_tenancy,
+    pod_security,
 )
 from gpuq.k8s.export_common import ExportOptions, Obj
 
@@ -72,6 +75,9 @@ class Export:
     """Relative file path -> objects, in apply order; ``gpuq/`` files last."""
 
     files: Mapping[str, list[Obj]]
+    warnings: tuple[str, ...] = ()
+    """What the export changed or could not express (a namespace's Pod Security level lowered, a
+    Karpenter NodePool given a GKE machine type...): printed by the CLI, nothing is refused."""
 
     def cluster_files(self) -> dict[str, list[Obj]]:
         return {f: objs for f, objs in self.files.items() if not f.startswith(f"{GPUQ_DIR}/")}
@@ -88,21 +94,24 @@ def build_export(result: LoadResult, options: ExportOptions, alert_rules: dict[s
     teams = manifests_tenancy.team_namespaces(result.config, result.workloads)
     found = manifests_originals.originals(manifests)
     tenancy = manifests_tenancy.resource_quotas(result.config, teams)
-    tenancy += manifests_tenancy.network_policies(teams, options)
+    tenancy += manifests_tenancy.network_policies(teams, options, manifests)
     tenancy += manifests_tenancy.rbac(teams)
+    serving = manifests_serving.serving_objects(manifests)
+    levels, warnings = pod_security.secure([*found.workloads, *serving], teams, options.pod_security)
+    nodes, node_warnings = manifests_nodes.node_objects(manifests, options)
     files: dict[str, list[Obj]] = {
-        "00-namespaces.yaml": manifests_tenancy.namespaces(manifests, teams, options),
+        "00-namespaces.yaml": manifests_tenancy.namespaces(manifests, teams, levels),
         "10-priorities.yaml": manifests_priorities.priority_classes(manifests),
         "20-kueue.yaml": manifests_kueue.kueue_objects(manifests, options.kueue_version),
         "30-tenancy.yaml": tenancy,
         "40-devices.yaml": manifests_devices.device_config_maps(manifests, result.gpu_catalogue, options),
-        "50-nodes.yaml": manifests_nodes.node_objects(manifests, options),
+        "50-nodes.yaml": nodes,
         "60-monitoring.yaml": [manifests_monitoring.prometheus_rule(alert_rules, options)],
         "70-workloads.yaml": found.workloads,
-        "80-serving.yaml": manifests_serving.serving_objects(manifests),
+        "80-serving.yaml": serving,
     }
     files.update({f"{GPUQ_DIR}/{name}": found.gpuq[name] for name in GPUQ_FILES if name in found.gpuq})
-    return Export({name: objs for name, objs in files.items() if objs})
+    return Export({name: objs for name, objs in files.items() if objs}, (*warnings, *node_warnings))
 
 
 def check_export(export: Export, options: ExportOptions) -> None:
@@ -111,9 +120,7 @@ def check_export(export: Export, options: ExportOptions) -> None:
     Only the files meant for the cluster are checked: ``gpuq/`` holds objects the
     loader has just read and validated.
     """
-    problems = export_validate.check_objects(
-        export.cluster_files(), options.kubernetes_version, options.kueue_version
-    )
+    problems = export_validate.check_objects(export.cluster_files(), options.kubernetes_version)
     if problems:
         raise export_validate.ExportInvalid(problems)
 

@@ -24,11 +24,19 @@ class ExportOptions:
     """Choices the export leaves to the operator (see docs/kubernetes.md, "Export")."""
 
     provisioner: Provisioner = "gke"
-    kueue_version: KueueVersion = "v1beta1"
+    kueue_release: str = "v0.19"
+    kueue_version: KueueVersion = "v1beta2"
+    """The Kueue API written; :func:`gpuq.k8s.kueue_releases.version_for` picks it for a release."""
     kubernetes_version: str = "1.33"
     pod_security: PodSecurityLevel = "restricted"
     monitoring_namespace: str = "monitoring"
     gpu_operator_namespace: str = "gpu-operator"
+    ingress_namespaces: tuple[str, ...] = ("istio-system",)
+    """Namespaces of the ingress gateways that reach serving pods (KServe's default is Istio's)."""
+    knative_namespace: str = "knative-serving"
+    """Knative Serving's namespace: its activator proxies requests to KServe's serverless predictors."""
+    kuberay_namespace: str = "default"
+    """The KubeRay operator's namespace (its kustomize default): it calls Ray heads' dashboard and Serve."""
     node_class: str = "default"
 
 

@@ -4,9 +4,13 @@ Core kinds (``v1``, ``batch/v1``, ``apps/v1``, ``autoscaling/v2``, ``policy/v1``
 ``networking.k8s.io/v1``, ``rbac.authorization.k8s.io/v1``, ``scheduling.k8s.io/v1``) are
 validated against the Kubernetes OpenAPI schemas that the ``kubernetes-validate``
 package bundles, in strict mode (unknown fields are errors), for the newest bundled
-Kubernetes version not newer than the one asked for. Every other kind is checked
-by :mod:`gpuq.k8s.schemas`. A kind with neither
-is an error too: nothing unchecked is written.
+Kubernetes version not newer than the one asked for. Custom resources are validated
+against the real CRD schemas of their projects (:mod:`gpuq.k8s.crd_schemas`), GKE's
+ComputeClass, which has no published CRD, by :mod:`gpuq.k8s.schemas`. A kind with
+none of these is an error too: nothing unchecked is written.
+
+Messages name the field itself: an unknown key is ``<path>.<key>: unknown field``,
+a missing one ``<path>.<key>: is required``.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import jsonschema  # type: ignore[import-untyped]
 import referencing
 from kubernetes_validate import utils as kv  # type: ignore[import-untyped]
 
-from gpuq.k8s import schemas
+from gpuq.k8s import crd_schemas, schemas
 
 CORE_API_VERSIONS = frozenset(
     {
@@ -109,8 +113,30 @@ def check_core(obj: Mapping[str, Any], kubernetes_version: str) -> list[tuple[st
     if validator is None:
         return [("kind", f"no Kubernetes {version} schema for {obj.get('apiVersion')}/{obj.get('kind')}")]
     plain = json.loads(json.dumps(obj))
-    found = sorted(validator.iter_errors(plain), key=lambda e: [str(p) for p in e.absolute_path])
-    return [(_path(e.absolute_path) or "<object>", str(e.message)) for e in found]
+    return _named(validator.iter_errors(plain))
+
+
+def _named(errors: Iterable[Any]) -> list[tuple[str, str]]:
+    """``(field, message)`` per error, sorted by field; unknown and missing keys named one by one."""
+    out: list[tuple[str, str]] = []
+    for error in errors:
+        path = list(error.absolute_path)
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            allowed = error.schema.get("properties", {})
+            out += [(_path([*path, k]), "unknown field") for k in error.instance if k not in allowed]
+        elif error.validator == "required" and isinstance(error.validator_value, list):
+            missing = [k for k in error.validator_value if k not in error.instance]
+            out += [(_path([*path, k]), "is required") for k in missing]
+        else:
+            out.append((_path(path) or "<object>", _message(error)))
+    return sorted(set(out))
+
+
+def _message(error: Any) -> str:
+    """jsonschema's message; for an ``anyOf`` (int-or-string quantities) the most specific one."""
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        return str(max(error.context, key=lambda e: len(list(e.absolute_path))).message)
+    return str(error.message)
 
 
 def _path(parts: Iterable[Any]) -> str:
@@ -120,11 +146,9 @@ def _path(parts: Iterable[Any]) -> str:
     return out
 
 
-def check_objects(
-    files: Mapping[str, list[dict[str, Any]]], kubernetes_version: str, kueue_version: str
-) -> list[ExportProblem]:
+def check_objects(files: Mapping[str, list[dict[str, Any]]], kubernetes_version: str) -> list[ExportProblem]:
     """Every problem of every object in ``files`` (file name -> objects)."""
-    table = schemas.schemas(kueue_version)
+    table = schemas.schemas()
     problems: list[ExportProblem] = []
     for file, objects in files.items():
         for obj in objects:
@@ -145,6 +169,9 @@ def _problems(
 ) -> list[tuple[str, str]]:
     if str(obj.get("apiVersion")) in CORE_API_VERSIONS:
         return check_core(obj, kubernetes_version)
+    errors = crd_schemas.check_custom(obj, schema_version(kubernetes_version))
+    if errors is not None:
+        return _named(errors)
     found = schemas.check_object(obj, table)
     if found is None:
         return [("kind", f"gpuq has no field checks for {obj.get('apiVersion')}/{obj.get('kind')}")]

@@ -2,15 +2,19 @@
 
 Formats follow NVIDIA's k8s-device-plugin and the GPU operator's documentation:
 
-* ``gpuq-device-plugin-<pool>``: the device plugin's config file under the key
-  ``<pool>`` (``version: v1``, ``flags.migStrategy`` single / mixed / none, and for
-  time-slicing ``sharing.timeSlicing.resources[]`` with ``replicas`` and
-  ``renameByDefault``). The GPU operator picks a key per node from the label
-  ``nvidia.com/device-plugin.config`` (:func:`node_config_labels`).
-* ``gpuq-mig-parted-<pool>``: a mig-parted config (``config.yaml``) with one
-  ``mig-configs`` entry named ``<pool>``: ``devices: all`` when every GPU has
-  the same layout, else one entry per GPU index; MIG Manager applies it to nodes
-  labelled ``nvidia.com/mig.config=<pool>``.
+* ``gpuq-device-plugin``: ONE ConfigMap, the one the ClusterPolicy's
+  ``devicePlugin.config.name`` names, with the device plugin's config file of each
+  shared pool under the key ``<pool>`` (``version: v1``, ``flags.migStrategy``
+  single / mixed / none, and for time-slicing ``sharing.timeSlicing.resources[]``
+  with ``replicas`` and ``renameByDefault``). The device plugin picks the key of a
+  node from its label ``nvidia.com/device-plugin.config`` (:func:`node_config_labels`;
+  GPU operator docs, "Time-Slicing GPUs in Kubernetes", multiple node configurations).
+* ``gpuq-mig-parted``: ONE ConfigMap, the one ``migManager.config.name`` names, whose
+  ``config.yaml`` holds a mig-parted config with ``all-disabled`` (the MIG Manager's
+  default) and one ``mig-configs`` entry per MIG pool, named ``<pool>``: ``devices:
+  all`` when every GPU has the same layout, else one entry per GPU index; MIG Manager
+  applies to each node the entry its label ``nvidia.com/mig.config`` names (GPU
+  operator docs, "GPU Operator with MIG", custom MIG configuration).
 
 Pools with fractional sharing (HAMi-style) or none get no ConfigMap. On GKE the
 node pool's own GPU sharing settings take the place of these files.
@@ -33,6 +37,9 @@ from gpuq.k8s.export_common import ExportOptions, Obj, first_models, make
 
 DEVICE_PLUGIN_LABEL = "nvidia.com/device-plugin.config"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+DEVICE_PLUGIN_CONFIG_MAP = "gpuq-device-plugin"
+MIG_PARTED_CONFIG_MAP = "gpuq-mig-parted"
+ALL_DISABLED: dict[str, object] = {"all-disabled": [{"devices": "all", "mig-enabled": False}]}
 _MIG_STRATEGY = {SharingMode.MIG_SINGLE: "single", SharingMode.MIG_MIXED: "mixed"}
 _SHARED_MODES = (SharingMode.MIG_SINGLE, SharingMode.MIG_MIXED, SharingMode.TIME_SLICING)
 
@@ -88,18 +95,23 @@ def _mig_devices(table: str, entry: Sequence[str]) -> dict[str, int]:
 def device_config_maps(
     manifests: Sequence[Manifest], catalogue: GPUCatalogue, options: ExportOptions
 ) -> list[Obj]:
-    """Per shared pool its device plugin ConfigMap, and for MIG pools the mig-parted one."""
-    out: list[Obj] = []
+    """The device plugin ConfigMap (a key per shared pool) and, when a pool is MIG, the mig-parted one."""
     namespace = options.gpu_operator_namespace
+    plugin_data: dict[str, str] = {}
+    mig_configs: dict[str, object] = {}
     for pool in first_models(manifests, machines.NodePool):
-        name = str(pool.metadata.name)
         plugin = device_plugin_config(pool)
         if plugin is None:
             continue
-        data = {name: yaml.safe_dump(plugin, sort_keys=False)}
-        out.append({**make("v1", "ConfigMap", f"gpuq-device-plugin-{name}", namespace), "data": data})
+        plugin_data[str(pool.metadata.name)] = yaml.safe_dump(plugin, sort_keys=False)
         parted = mig_parted_config(pool, catalogue)
         if parted is not None:
-            data = {"config.yaml": yaml.safe_dump(parted, sort_keys=False)}
-            out.append({**make("v1", "ConfigMap", f"gpuq-mig-parted-{name}", namespace), "data": data})
+            mig_configs.update(parted["mig-configs"])  # type: ignore[call-overload]
+    out: list[Obj] = []
+    if plugin_data:
+        out.append({**make("v1", "ConfigMap", DEVICE_PLUGIN_CONFIG_MAP, namespace), "data": plugin_data})
+    if mig_configs:
+        document = {"version": "v1", "mig-configs": {**ALL_DISABLED, **mig_configs}}
+        data = {"config.yaml": yaml.safe_dump(document, sort_keys=False)}
+        out.append({**make("v1", "ConfigMap", MIG_PARTED_CONFIG_MAP, namespace), "data": data})
     return out

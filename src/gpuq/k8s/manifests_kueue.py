@@ -1,15 +1,14 @@
 """Kueue's objects as Kueue defines them, from the typed models the loader read.
 
 gpuq reads every Kueue version into the v1beta2 shape (:func:`gpuq.api.kueue.upgrade`);
-this module writes that shape back in the version the cluster is asked to serve:
+this module writes that shape back in the version the target Kueue release serves
+(:mod:`gpuq.k8s.kueue_releases`: by default its storage version), every kind in the
+same version, as every release from v0.14 serves them:
 
-* ``v1beta1`` (default, served by every Kueue release): ``spec.cohort``, the
+* ``v1beta2`` (storage version from Kueue v0.16; default for v0.19): as read.
+* ``v1beta1`` (v0.14 to v0.19, deprecated from v0.16): ``spec.cohort``, the
   fungibility policy ``MayStopSearch`` spelt ``Borrow`` / ``Preempt`` (its older
-  names, still accepted), Cohort and Topology in ``v1alpha1`` with ``spec.parent``.
-  v1beta1 has no ``flavorFungibility.preference``: a ClusterQueue that sets it is
-  written with the field anyway and refused by the field checks, naming
-  ``--kueue-version v1beta2``.
-* ``v1beta2``: the storage version, as read.
+  names, which every release's v1beta1 accepts); Cohort keeps ``spec.parentName``.
 
 Only fields gpuq models are written; unknown fields were reported when loading.
 Quantities are written exactly as read (``format_quantity``).
@@ -39,14 +38,13 @@ _V1BETA1_MAY_STOP = {"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"}
 def kueue_objects(manifests: Sequence[Manifest], version: KueueVersion) -> list[Obj]:
     """Every Kueue configuration object, in apply order: flavors and topologies before queues."""
     api = f"{GROUP}/{version}"
-    alpha = f"{GROUP}/v1alpha1" if version == "v1beta1" else api
     out: list[Obj] = []
-    out += [_topology(t, alpha) for t in first_models(manifests, kueue.Topology)]
+    out += [_topology(t, api) for t in first_models(manifests, kueue.Topology)]
     out += [_resource_flavor(f, api) for f in first_models(manifests, kueue.ResourceFlavor)]
     out += [_priority_class(p, api) for p in first_models(manifests, kueue.WorkloadPriorityClass)]
     out += [_provisioning_config(p, api) for p in first_models(manifests, kueue.ProvisioningRequestConfig)]
     out += [_admission_check(c, api) for c in first_models(manifests, kueue.AdmissionCheck)]
-    out += [_cohort(c, alpha) for c in first_models(manifests, kueue.Cohort)]
+    out += [_cohort(c, api) for c in first_models(manifests, kueue.Cohort)]
     out += [_cluster_queue(q, api, version) for q in first_models(manifests, kueue.ClusterQueue)]
     out += [_local_queue(q, api) for q in first_models(manifests, kueue.LocalQueue)]
     return out
@@ -168,10 +166,9 @@ def _fair_sharing(fair: kueue.FairSharingWeight | None) -> Obj | None:
 
 def _cohort(model: kueue.Cohort, api: str) -> Obj:
     spec = model.spec
-    parent_key = "parent" if api.endswith("/v1alpha1") else "parentName"
     body = drop_empty(
         {
-            parent_key: spec.parent_name,
+            "parentName": spec.parent_name,
             "resourceGroups": resource_groups(spec.resource_groups),
             "fairSharing": _fair_sharing(spec.fair_sharing),
         }

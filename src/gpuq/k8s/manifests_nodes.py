@@ -5,29 +5,35 @@
   ``gpuq.dev/v1alpha1`` ComputeClass maps to it field by field: ``spec.priorities[]``
   keep GKE's keys (machine family or type, cores, memory, spot, GPU type and count,
   reservations, location, flexStart, priorityScore...), gpuq-only keys (prices,
-  stock, delays) are dropped; ``whenUnsatisfiable``, ``nodePoolAutoCreation`` and
-  ``activeMigration`` pass through. A configuration without ComputeClasses gets none.
+  stock, delays) are dropped; every other key of GKE's spec (``description``,
+  ``whenUnsatisfiable``, ``nodePoolAutoCreation``, ``nodePoolConfig``, ``priorityDefaults``,
+  ``activeMigration``, ``autoscalingPolicy``) passes through, and so do a rule's
+  ``maxRunDurationSeconds``, ``placement`` and ``nodeSystemConfig``. A configuration
+  without ComputeClasses gets none.
 * ``karpenter``: one ``karpenter.sh/v1`` NodePool per gpuq NodePool (:func:`karpenter_node_pool`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 from gpuq.api import machines
+from gpuq.api.compute_class import ComputeClass
 from gpuq.api.diagnostics import Manifest
 from gpuq.api.machines import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NVLINK_LABEL, POOL_LABEL, SPOT_LABEL
 from gpuq.api.machines import ZONE_LABEL as ZONE
 from gpuq.k8s.export_common import ExportOptions, Obj, drop_empty, first_models, format_quantity, make
 from gpuq.k8s.manifests_devices import node_config_labels
-from gpuq.k8s.schemas import GKE_PRIORITY
+from gpuq.k8s.schemas import GKE_PRIORITY, GKE_SPEC_KEYS
 
 KARPENTER_API = "karpenter.sh/v1"
 KARPENTER_CAPACITY = "karpenter.sh/capacity-type"
 GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
 GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
+_GCE_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
 _RESTRICTED_DOMAINS = ("kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws")
 KARPENTER_CAPACITY_OF = {
     "on-demand": "on-demand",
@@ -38,14 +44,16 @@ KARPENTER_CAPACITY_OF = {
 }
 """Karpenter knows on-demand, spot and reserved: a calendar block is a capacity reservation, and
 flex-start (GKE DWS) has no Karpenter equivalent, so it asks for on-demand."""
-_GKE_SPEC_KEYS = ("whenUnsatisfiable", "nodePoolAutoCreation", "activeMigration", "autoscalingPolicy")
 
 
-def node_objects(manifests: Sequence[Manifest], options: ExportOptions) -> list[Obj]:
-    """The provisioner's objects for the configuration's pools or compute classes."""
+def node_objects(manifests: Sequence[Manifest], options: ExportOptions) -> tuple[list[Obj], list[str]]:
+    """The provisioner's objects for the configuration's pools or compute classes, and warnings
+    about what they cannot express (:func:`karpenter_warnings`)."""
     if options.provisioner == "karpenter":
-        return [karpenter_node_pool(pool, options) for pool in first_models(manifests, machines.NodePool)]
-    return [gke_compute_class(_plain(m.model)) for m in manifests if _is_gpuq_compute_class(m)]
+        pools = list(first_models(manifests, machines.NodePool))
+        warnings = [w for pool in pools for w in karpenter_warnings(pool)]
+        return [karpenter_node_pool(pool, options) for pool in pools], warnings
+    return [gke_compute_class(_plain(m.model)) for m in manifests if _is_compute_class(m)], []
 
 
 # --- Karpenter ----------------------------------------------------------------------------------
@@ -77,6 +85,36 @@ def pool_labels(pool: machines.NodePool) -> dict[str, str]:
 def gpu_name(model: str) -> str:
     """Karpenter's ``instance-gpu-name`` for a catalogue model: ``A100-80GB`` -> ``a100``."""
     return model.split("-")[0].lower()
+
+
+def karpenter_warnings(pool: machines.NodePool) -> list[str]:
+    """What of a GKE-shaped pool an AWS Karpenter NodePool takes as written but cannot honour.
+
+    EC2 instance types are ``family.size`` (``p5.48xlarge``); GCE machine types
+    (``a3-highgpu-8g``) have no dot. AWS zones end in a digit and a letter
+    (``us-east-1a``); GCE zones in ``-<letter>`` (``us-central1-a``). Labels in GKE's
+    domains (``cloud.google.com/``, ``*.gke.io/``) are copied onto the EC2 nodes as written,
+    though GKE is not there to mean anything by them. Nothing is mapped: which EC2 type
+    matches a GCE one is the operator's choice.
+    """
+    spec = pool.spec
+    where = f"NodePool/{pool.metadata.name}"
+    out = []
+    if "." not in spec.machine_type:
+        out.append(
+            f"{where}: spec.machineType: {spec.machine_type!r} is not an EC2 instance type (family.size, "
+            f"e.g. p5.48xlarge): Karpenter's instance-type requirement will match no instance"
+        )
+    if spec.zone and _GCE_ZONE.match(spec.zone):
+        out.append(
+            f"{where}: spec.zone: {spec.zone!r} is a GCE zone (AWS zones look like us-east-1a): "
+            "Karpenter's zone requirement will match no subnet"
+        )
+    for key in sorted(spec.labels):
+        domain = key.partition("/")[0] if "/" in key else ""
+        if domain == "cloud.google.com" or domain.endswith(".gke.io"):
+            out.append(f"{where}: spec.labels[{key}]: a GKE label, written as is on the EC2 nodes")
+    return out
 
 
 def _requirements(pool: machines.NodePool) -> list[Obj]:
@@ -177,9 +215,9 @@ def _disruption(pool: machines.NodePool) -> Obj:
 # --- GKE ComputeClass ---------------------------------------------------------------------------
 
 
-def _is_gpuq_compute_class(manifest: Manifest) -> bool:
-    api = str(getattr(manifest.model, "api_version", ""))
-    return manifest.kind == "ComputeClass" and api.startswith(f"{machines.GPUQ_GROUP}/")
+def _is_compute_class(manifest: Manifest) -> bool:
+    """A ComputeClass gpuq read, written as gpuq's (``gpuq.dev``) or as GKE's own object."""
+    return isinstance(manifest.model, ComputeClass)
 
 
 def _plain(model: Any) -> Obj:
@@ -189,15 +227,22 @@ def _plain(model: Any) -> Obj:
     return dict(model)
 
 
+def _gke_rule(entry: Mapping[str, Any]) -> Obj:
+    """One priority rule with GKE's keys only; ``reservations.specific`` left out when empty (gpuq's
+    default, which GKE's ``AnyBestEffort`` and ``None`` affinities do not take)."""
+    rule = {k: v for k, v in entry.items() if k in GKE_PRIORITY.fields and v is not None}
+    reservations = rule.get("reservations")
+    if isinstance(reservations, dict) and reservations.get("specific") == []:
+        rule["reservations"] = {k: v for k, v in reservations.items() if k != "specific"}
+    return rule
+
+
 def gke_compute_class(source: Mapping[str, Any]) -> Obj:
     """A ``cloud.google.com/v1`` ComputeClass from a gpuq ComputeClass (plain data)."""
     spec = source.get("spec") or {}
-    priorities = [
-        {k: v for k, v in entry.items() if k in GKE_PRIORITY.fields and v is not None}
-        for entry in spec.get("priorities") or []
-    ]
-    body: Obj = {"priorities": priorities}
-    body.update({k: spec[k] for k in _GKE_SPEC_KEYS if spec.get(k) is not None})
+    priorities = [_gke_rule(entry) for entry in spec.get("priorities") or []]
+    body: Obj = {k: spec[k] for k in GKE_SPEC_KEYS if spec.get(k) is not None}
+    body["priorities"] = priorities
     body.setdefault("nodePoolAutoCreation", {"enabled": True})
     name = str((source.get("metadata") or {}).get("name", ""))
     return {**make("cloud.google.com/v1", "ComputeClass", name), "spec": body}

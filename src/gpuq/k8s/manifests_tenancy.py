@@ -11,11 +11,15 @@ people in it.
 * ResourceQuota ``gpuq-quota``: a backstop under Kueue, per resource the most its
   ClusterQueues could ever admit (:func:`namespace_ceiling`).
 * NetworkPolicy ``gpuq-team-isolation``: ingress only from pods of the same
-  namespace and from the monitoring namespace (metrics scraping, dashboards);
-  every other namespace, other teams' included, is denied. Egress is not limited.
+  namespace, the monitoring namespace (metrics scraping, dashboards) and, where the
+  namespace serves, the ingress gateways' namespaces, Knative Serving's (KServe's
+  activator path) and the KubeRay operator's (:func:`ingress_sources`); every other
+  namespace, other teams' included, is denied. Egress is not limited.
 * Role and RoleBinding ``gpuq-team``: the team creates and manages Jobs, JobSets,
-  PyTorchJobs, RayJobs and RayClusters in its namespace and reads pods, logs,
-  events, Kueue Workloads and LocalQueues there.
+  PyTorchJobs, RayJobs, RayClusters, RayServices, Deployments, StatefulSets,
+  Services, HorizontalPodAutoscalers, KEDA ScaledObjects, KServe InferenceServices
+  and PodDisruptionBudgets in its namespace and reads pods, logs, events, Kueue
+  Workloads and LocalQueues there.
 * ClusterRole and ClusterRoleBinding ``gpuq-team-queue-reader``: every team reads
   (get, list, watch; never create, update, patch or delete) ClusterQueues,
   LocalQueues, ResourceFlavors, Cohorts, Topologies and WorkloadPriorityClasses.
@@ -44,11 +48,21 @@ WORKLOAD_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("batch", ("jobs",)),
     ("jobset.x-k8s.io", ("jobsets",)),
     ("kubeflow.org", ("pytorchjobs", "tfjobs", "xgboostjobs", "paddlejobs", "jaxjobs", "mpijobs")),
-    ("ray.io", ("rayjobs", "rayclusters")),
+    ("ray.io", ("rayjobs", "rayclusters", "rayservices")),
     ("sparkoperator.k8s.io", ("sparkapplications",)),
     ("trainer.kubeflow.org", ("trainjobs",)),
+    ("", ("services",)),
+    ("apps", ("deployments", "statefulsets")),
+    ("autoscaling", ("horizontalpodautoscalers",)),
+    ("keda.sh", ("scaledobjects",)),
+    ("serving.kserve.io", ("inferenceservices",)),
+    ("policy", ("poddisruptionbudgets",)),
 )
-"""(API group, resources) a team may create and manage in its own namespaces."""
+"""(API group, resources) a team may create and manage in its own namespaces: the batch kinds
+and the serving ones docs/serving.md reads, with the Services that expose them."""
+SERVING_KINDS = frozenset({"Deployment", "StatefulSet", "InferenceService", "RayService"})
+KSERVE_KINDS = frozenset({"InferenceService"})
+RAY_KINDS = frozenset({"RayJob", "RayCluster", "RayService"})
 
 
 def team_group(namespace: str) -> str:
@@ -73,8 +87,9 @@ def pss_labels(level: str) -> dict[str, str]:
     }
 
 
-def namespaces(manifests: Sequence[Manifest], teams: Sequence[str], options: ExportOptions) -> list[Obj]:
-    """Team namespaces with PSS labels, then other declared namespaces as declared; sorted by name."""
+def namespaces(manifests: Sequence[Manifest], teams: Sequence[str], levels: Mapping[str, str]) -> list[Obj]:
+    """Team namespaces with PSS labels at their level (``levels``), other declared namespaces as
+    declared; sorted by name."""
     declared = {
         str(n.metadata.name): dict(n.metadata.labels) for n in first_models(manifests, kueue.Namespace)
     }
@@ -82,7 +97,7 @@ def namespaces(manifests: Sequence[Manifest], teams: Sequence[str], options: Exp
     for name in sorted(set(declared) | set(teams)):
         labels = declared.get(name, {})
         if name in teams:
-            labels = {**labels, **MANAGED_BY, **pss_labels(options.pod_security)}
+            labels = {**labels, **MANAGED_BY, **pss_labels(levels[name])}
         out.append(make("v1", "Namespace", name, labels=labels))
     return out
 
@@ -177,17 +192,40 @@ def resource_quotas(config: ClusterConfig, teams: Sequence[str]) -> list[Obj]:
 # --- NetworkPolicy and RBAC ---------------------------------------------------------------------
 
 
-def network_policies(teams: Sequence[str], options: ExportOptions) -> list[Obj]:
-    monitoring = {"namespaceSelector": {"matchLabels": {NAME_LABEL: options.monitoring_namespace}}}
-    spec = {
-        "podSelector": {},
-        "policyTypes": ["Ingress"],
-        "ingress": [{"from": [{"podSelector": {}}]}, {"from": [monitoring]}],
-    }
-    return [
-        {**make("networking.k8s.io/v1", "NetworkPolicy", "gpuq-team-isolation", ns), "spec": spec}
-        for ns in teams
-    ]
+def ingress_sources(kinds: Iterable[str], options: ExportOptions) -> list[str]:
+    """The namespaces, besides its own and monitoring, whose pods reach a namespace holding ``kinds``:
+    the ingress gateways when it serves (a Deployment, StatefulSet, InferenceService or RayService),
+    Knative Serving when it holds InferenceServices, the KubeRay operator when it holds Ray objects."""
+    found = set(kinds)
+    out: list[str] = []
+    if found & SERVING_KINDS:
+        out += options.ingress_namespaces
+    if found & KSERVE_KINDS:
+        out.append(options.knative_namespace)
+    if found & RAY_KINDS:
+        out.append(options.kuberay_namespace)
+    return sorted(set(out) - {options.monitoring_namespace})
+
+
+def network_policies(
+    teams: Sequence[str], options: ExportOptions, manifests: Sequence[Manifest] = ()
+) -> list[Obj]:
+    """Per team namespace, ingress from its own pods, the monitoring namespace and
+    :func:`ingress_sources` (namespaces selected by their ``kubernetes.io/metadata.name`` label)."""
+    kinds: dict[str, set[str]] = {}
+    for manifest in manifests:
+        kinds.setdefault(manifest.namespace or "default", set()).add(manifest.kind)
+    out = []
+    for ns in teams:
+        allowed = [options.monitoring_namespace, *ingress_sources(kinds.get(ns, ()), options)]
+        peers = [{"namespaceSelector": {"matchLabels": {NAME_LABEL: name}}} for name in allowed]
+        spec = {
+            "podSelector": {},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {}}]}, {"from": peers}],
+        }
+        out.append({**make("networking.k8s.io/v1", "NetworkPolicy", "gpuq-team-isolation", ns), "spec": spec})
+    return out
 
 
 def _group_subject(namespace: str) -> Obj:
