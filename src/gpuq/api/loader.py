@@ -40,6 +40,9 @@ from pydantic import BaseModel, ValidationError
 
 from gpuq.api import (
     convert,
+    dra,
+    dra_checks,
+    frameworks,
     kueue,
     machine_checks,
     nodes_convert,
@@ -49,7 +52,15 @@ from gpuq.api import (
     validation,
 )
 from gpuq.api import scenario as _scenario  # noqa: F401  (registers the Scenario kind)
-from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, ManifestError, as_loaded, sort_diagnostics
+from gpuq.api.diagnostics import (
+    Diagnostic,
+    FieldPath,
+    Manifest,
+    ManifestError,
+    as_loaded,
+    format_field_path,
+    sort_diagnostics,
+)
 from gpuq.api.fields import unknown_fields, unknown_raw_fields
 from gpuq.api.names import dns_subdomain_problem
 from gpuq.api.nodes_convert import NodePoolSummary
@@ -171,16 +182,20 @@ def load_documents(
     """Steps 2 onwards of :func:`load`: documents become manifests, are checked and converted."""
     manifests: list[Manifest] = []
     broken: list[references.ObjectKey] = []
-    for document in documents:
-        for item in expand_lists(document, diagnostics):
-            manifest = read_manifest(item, diagnostics, broken)
-            if manifest is not None:
-                manifests.append(manifest)
+    items = [item for document in documents for item in expand_lists(document, diagnostics)]
+    kueue_config = _configuration(items)
+    for item in items:
+        if _unmanaged(item, kueue_config, diagnostics):
+            continue
+        manifest = read_manifest(item, diagnostics, broken)
+        if manifest is not None:
+            manifests.append(manifest)
     manifests, unqueued = queue_defaulting.default_queues(manifests)
     diagnostics += unqueued
     for manifest in manifests:
         diagnostics += validation.validate_object(manifest)
     diagnostics += references.validate_references(manifests, broken)
+    diagnostics += dra_checks.review(manifests)
     diagnostics += serving.validate_services(manifests)
     diagnostics += machine_checks.validate_machines(manifests)
     diagnostics = [as_loaded(d, strict) for d in diagnostics]
@@ -215,6 +230,7 @@ class LoadedConfiguration:
     defaults: queue_defaulting.QueueDefaults
     priorities: convert.PriorityTable
     tree: QuotaTree
+    claims: dra.DraContext = field(default_factory=dra.DraContext)
 
     @classmethod
     def of(cls, result: LoadResult) -> LoadedConfiguration | None:
@@ -228,6 +244,7 @@ class LoadedConfiguration:
             queue_defaulting.QueueDefaults.from_models(models),
             convert.PriorityTable.from_models(models),
             QuotaTree(result.config),
+            dra.DraContext.from_models(models),
         )
 
 
@@ -241,8 +258,11 @@ def load_workloads(
     diagnostics: list[Diagnostic] = []
     broken: list[references.ObjectKey] = []
     manifests: list[Manifest] = []
+    kueue_config = base.claims.config
     for document in documents:
         for item in expand_lists(document, diagnostics):
+            if _unmanaged(item, kueue_config, diagnostics):
+                continue
             manifest = read_manifest(item, diagnostics, broken)
             if manifest is not None and not isinstance(manifest.model, kueue.Workload):
                 return None
@@ -255,13 +275,14 @@ def load_workloads(
     for manifest in manifests:
         diagnostics += validation.validate_object(manifest)
     diagnostics += references.validate_workload_references(base.index, manifests)
+    diagnostics += dra_checks.review(manifests, base.claims)
     diagnostics = [as_loaded(d, strict) for d in diagnostics]
     every = (*base.result.manifests, *manifests)
     if any(d.severity == "error" and not d.stays_pending for d in diagnostics):
         return LoadResult(None, (), sort_diagnostics(diagnostics), every)
     config = base.result.config
     assert config is not None
-    workloads = tuple(convert.workload(m.model, base.priorities) for m in manifests)
+    workloads = tuple(convert.workload(m.model, base.priorities, base.claims) for m in manifests)
     found = base.result
     diagnostics += [
         as_loaded(d, strict) for d in references.validate_capacity(manifests, config, workloads, base.tree)
@@ -579,6 +600,40 @@ def _read_source(
     source_doc = Document(document.path, document.line, workload, {})
     display = (kind, name)
     return _validate_model(source_doc, kueue.Workload, workload, lines, display, diagnostics, broken, aliases)
+
+
+def _configuration(items: Sequence[Document]) -> kueue.Configuration | None:
+    """The first Kueue Configuration among ``items`` that validates (its errors are reported when
+    it is read as a manifest), for the settings that decide what is a Kueue workload at all."""
+    for item in items:
+        data = item.data
+        if not isinstance(data, dict) or data.get("kind") != "Configuration":
+            continue
+        if kueue.split_api_version(str(data.get("apiVersion")))[0] != kueue.CONFIG_GROUP:
+            continue
+        try:
+            return kueue.Configuration.model_validate(data)
+        except ValidationError:
+            return None
+    return None
+
+
+def _unmanaged(item: Document, config: kueue.Configuration | None, diagnostics: list[Diagnostic]) -> bool:
+    """Whether ``item`` is a job of a framework ``config`` does not enable: then it is no Kueue
+    workload (:mod:`gpuq.api.frameworks`), a warning says so and it is not read."""
+    data = item.data
+    if not isinstance(data, dict):
+        return False
+    api_version, kind = str(data.get("apiVersion", "")), str(data.get("kind", ""))
+    sources = _sources()
+    if sources is None or not sources.is_source(api_version, kind):
+        return False
+    if frameworks.managed(config, api_version, kind):
+        return False
+    message = frameworks.unmanaged_message(api_version, kind)
+    field_name = format_field_path(frameworks.FRAMEWORKS_FIELD)
+    diagnostics.append(Diagnostic(item.path, item.line, kind, _name_of(data), field_name, message, "warning"))
+    return True
 
 
 def _queue_written_at(data: Mapping[str, Any]) -> FieldPath:
