@@ -315,11 +315,11 @@ def test_a_job_of_a_framework_kueue_does_not_enable_is_not_admitted(integrations
         assert "'pod' is not enabled" in warnings[0].message
 
 
+POLICY = "  namespaceSelector: {}\n  concurrentAdmissionPolicy:\n    migration: {mode: TryPreferredFlavors}"
+
+
 def test_concurrent_admission_policy_loads_with_a_warning_naming_it() -> None:
-    queues = example("dra/sample-dra-queues.yaml").replace(
-        "  namespaceSelector: {}",
-        "  namespaceSelector: {}\n  concurrentAdmissionPolicy:\n    migration: {mode: TryPreferredFlavors}",
-    )
+    queues = example("dra/sample-dra-queues.yaml").replace("  namespaceSelector: {}", POLICY)
     result = load(queues)
     assert result.errors == ()
     (warning,) = [d for d in result.warnings if d.field == "spec.concurrentAdmissionPolicy"]
@@ -364,3 +364,17 @@ def test_a_claim_template_is_checked_as_the_api_server_checks_it() -> None:
     )
     result = load(template)
     assert [d.field for d in result.errors] == ["spec.spec.devices.requests[0].exactly.count"]
+
+
+def test_gpuq_export_k8s_keeps_the_concurrent_admission_policy() -> None:
+    from gpuq.commands.export import alert_rules
+    from gpuq.k8s.export import build_export, check_export
+    from gpuq.k8s.export_common import ExportOptions
+
+    policy = {"migration": {"mode": "TryPreferredFlavors"}}
+    queues = example("dra/sample-dra-queues.yaml").replace("  namespaceSelector: {}", POLICY)
+    options = ExportOptions(kueue_version="v1beta2")
+    exported = build_export(load(queues), options, alert_rules())
+    check_export(exported, options)
+    (cq,) = [o for objs in exported.cluster_files().values() for o in objs if o["kind"] == "ClusterQueue"]
+    assert cq["spec"]["concurrentAdmissionPolicy"] == policy

@@ -231,6 +231,9 @@ def cluster_queue_spec(version: str) -> Field:
         "stopPolicy": string("None", "Hold", "HoldAndDrain"),
         "fairSharing": FAIR_SHARING,
         "admissionScope": obj({"admissionMode": STR}),
+        "concurrentAdmissionPolicy": obj(
+            {"migration": obj({"mode": STR, "constraints": obj({}, open=True)})}
+        ),
     }
     if v1beta1:
         fields["admissionChecks"] = arr(STR)
