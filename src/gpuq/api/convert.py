@@ -13,7 +13,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from gpuq.api import kueue
+from gpuq.api import dra, kueue
 from gpuq.api.diagnostics import Manifest
 from gpuq.api.pods import effective_pod_requests
 from gpuq.api.topology_requests import topology_request
@@ -38,7 +38,8 @@ def convert(manifests: Sequence[Manifest]) -> tuple[core.ClusterConfig, tuple[co
         topologies=_named(models, kueue.Topology, topology_levels),
     )
     priorities = PriorityTable.from_models(models)
-    workloads = tuple(workload(m, priorities) for m in models if isinstance(m, kueue.Workload))
+    claims = dra.DraContext.from_models(models)
+    workloads = tuple(workload(m, priorities, claims) for m in models if isinstance(m, kueue.Workload))
     return config, _unique_workloads(workloads)
 
 
@@ -259,8 +260,14 @@ class PriorityTable:
         return self.classes[ref[0]].get(ref[1], 0)
 
 
-def workload(wl: kueue.Workload, priorities: PriorityTable) -> core.Workload:
-    """A core Workload: per-pod requests, resolved priority, and any admission in ``status``."""
+def workload(
+    wl: kueue.Workload, priorities: PriorityTable, claims: dra.DraContext | None = None
+) -> core.Workload:
+    """A core Workload: per-pod requests, resolved priority, and any admission in ``status``.
+
+    ``claims``: the DRA objects and the Configuration's ``resources`` that decide what a pod set
+    charges against quota (:func:`quota_requests`); a claim that cannot be resolved makes the
+    workload inadmissible with Kueue's message."""
     meta = wl.metadata
     status = wl.status
     reserved = next(
@@ -271,7 +278,10 @@ def workload(wl: kueue.Workload, priorities: PriorityTable) -> core.Workload:
         ),
         None,
     )
-    pod_sets = tuple(pod_set(ps) for ps in wl.spec.pod_sets)
+    claims = claims if claims is not None else dra.DraContext()
+    charges = dra.workload_charges(wl, claims)
+    resources = claims.config.resources if claims.config is not None else None
+    pod_sets = tuple(pod_set(ps, resources, charges) for ps in wl.spec.pod_sets)
     return core.Workload(
         namespace=meta.namespace or "default",
         name=str(meta.name),
@@ -285,19 +295,21 @@ def workload(wl: kueue.Workload, priorities: PriorityTable) -> core.Workload:
         quota_reserved_time=reserved if status.admission is not None else None,
         admission_checks={c.name: core.CheckState(c.state) for c in status.admission_checks},
         requeue_at=status.requeue_state.requeue_at if status.requeue_state else None,
+        inadmissible=charges.problem[1] if charges.problem else "",
     )
 
 
-def pod_set(ps: kueue.PodSet) -> core.PodSet:
+def pod_set(
+    ps: kueue.PodSet, resources: kueue.ConfigResources | None = None, charges: dra.Charges | None = None
+) -> core.PodSet:
     """Per-pod effective requests (``pods`` excluded), node selector, required affinity, tolerations,
-    and the topology request (:mod:`gpuq.api.topology_requests`)."""
+    and the topology request (:mod:`gpuq.api.topology_requests`); the quota requests when the
+    Configuration's ``resources`` or DRA ``charges`` make them differ (:func:`quota_requests`)."""
     spec = ps.template.spec
     raw = spec.model_dump(by_alias=True)
-    requests = {
-        name: to_amount(name, value)
-        for name, value in sorted(effective_pod_requests(raw).items())
-        if name != RESERVED_RESOURCE
-    }
+    effective = effective_pod_requests(raw)
+    requests = _amounts(effective)
+    quota = _amounts(quota_requests(effective, resources, charges or dra.Charges(), ps.name))
     return core.PodSet(
         name=ps.name,
         count=ps.count,
@@ -307,7 +319,61 @@ def pod_set(ps: kueue.PodSet) -> core.PodSet:
         node_affinity=required_node_affinity(spec.affinity),
         tolerations=tolerations(spec.tolerations),
         topology=topology_request(ps),
+        quota_requests=quota if quota != requests else None,
     )
+
+
+def _amounts(requests: Mapping[str, Decimal]) -> dict[str, int]:
+    return {
+        name: to_amount(name, value) for name, value in sorted(requests.items()) if name != RESERVED_RESOURCE
+    }
+
+
+def quota_requests(
+    requests: Mapping[str, Decimal],
+    resources: kueue.ConfigResources | None,
+    charges: dra.Charges,
+    pod_set: str,
+) -> dict[str, Decimal]:
+    """One pod's requests as Kueue's ``totalRequestsFromPodSets`` counts them: excluded prefixes
+    dropped, transformations applied, DRA-backed extended resources replaced by their charge, the
+    claims' charges added; negative totals floored at zero."""
+    out = dict(requests)
+    if resources is not None:
+        out = {k: v for k, v in out.items() if not k.startswith(tuple(resources.exclude_resource_prefixes))}
+        out = transformed(out, resources.transformations)
+    for name in charges.replaced.get(pod_set, ()):
+        out.pop(name, None)
+    for name, amount in charges.extra.get(pod_set, {}).items():
+        out[name] = out.get(name, Decimal(0)) + amount
+    return {k: max(v, Decimal(0)) for k, v in out.items()}
+
+
+def transformed(
+    requests: Mapping[str, Decimal], transformations: Sequence[kueue.ResourceTransformation]
+) -> dict[str, Decimal]:
+    """Kueue's ``applyResourceTransformations``: each input's outputs (scaled by ``multiplyBy``'s
+    request when set) are summed apart and floored at zero, the input kept under ``Retain``."""
+    by_input = {t.input: t for t in transformations}
+    retained: dict[str, Decimal] = {}
+    generated: dict[str, Decimal] = {}
+    for name, amount in requests.items():
+        rule = by_input.get(name)
+        if rule is None:
+            retained[name] = amount
+            continue
+        base = (
+            amount * requests[rule.multiply_by]
+            if rule.multiply_by and rule.multiply_by in requests
+            else amount
+        )
+        for output, factor in rule.outputs.items():
+            generated[output] = generated.get(output, Decimal(0)) + base * factor
+        if rule.strategy == "Retain":
+            retained[name] = amount
+    for name, amount in generated.items():
+        retained[name] = retained.get(name, Decimal(0)) + max(amount, Decimal(0))
+    return retained
 
 
 def required_node_affinity(affinity: Mapping[str, Any] | None) -> tuple[tuple[core.Requirement, ...], ...]:

@@ -512,6 +512,62 @@ class ConfigWaitForPodsReady(Strict):
     recovery_timeout: Duration | None = None
 
 
+class DeviceSelectorCEL(Strict):
+    expression: str
+
+
+class DeviceSelector(Strict):
+    """A DRA device selector (``resource.k8s.io/v1``): a CEL expression over a device."""
+
+    cel: DeviceSelectorCEL | None = None
+
+
+class DeviceClassSource(Strict):
+    """A counter (``consumesCounters``) or capacity source of a device class mapping."""
+
+    name: str
+    driver: str
+    device_selector: DeviceSelector | None = None
+
+
+class DeviceClassSourceConfig(Strict):
+    counter: DeviceClassSource | None = None
+    capacity: DeviceClassSource | None = None
+
+
+class DeviceClassMapping(Strict):
+    """``resources.deviceClassMappings[]``: DeviceClasses charged as one logical quota resource."""
+
+    name: str
+    device_class_names: list[str]
+    sources: list[DeviceClassSourceConfig] = Field(default_factory=list)
+
+
+class ResourceTransformation(Strict):
+    """``resources.transformations[]``: how a pod request becomes quota (applyResourceTransformations)."""
+
+    input: str
+    strategy: Literal["Retain", "Replace"] = "Retain"
+    multiply_by: str | None = None
+    outputs: dict[str, Quantity] = Field(default_factory=dict)
+
+
+class ConfigResources(Strict):
+    quota_check_strategy: Literal["BlockUndeclared", "IgnoreUndeclared"] | None = None
+    exclude_resource_prefixes: list[str] = Field(default_factory=list)
+    transformations: list[ResourceTransformation] = Field(default_factory=list)
+    device_class_mappings: list[DeviceClassMapping] = Field(default_factory=list)
+
+
+class ConfigIntegrations(Strict):
+    """``integrations``: which job frameworks Kueue manages (:mod:`gpuq.api.frameworks`)."""
+
+    frameworks: list[str] = Field(default_factory=list)
+    external_frameworks: list[str] = Field(default_factory=list)
+    label_keys_to_copy: list[str] = Field(default_factory=list)
+    pod_options: Any = None
+
+
 class Configuration(Strict):
     """Kueue's ``Configuration`` (no metadata); settings that do not change decisions pass through.
 
@@ -531,10 +587,10 @@ class Configuration(Strict):
     managed_jobs_namespace_selector: LabelSelector | None = None
     internal_cert_management: Any = None
     client_connection: Any = None
-    integrations: Any = None
+    integrations: ConfigIntegrations | None = None
     multi_kueue: Any = None
     admission_fair_sharing: Any = None
-    resources: Any = None
+    resources: ConfigResources | None = None
     object_retention_policies: Any = None
     webhook: Any = None
     leader_election: Any = None
@@ -572,7 +628,7 @@ KINDS[(CONFIG_GROUP, "Configuration")] = Configuration
 KINDS[("scheduling.k8s.io", "PriorityClass")] = PriorityClass
 KINDS[("", "Namespace")] = Namespace
 V1ALPHA1_KINDS = frozenset({"Cohort", "Topology"})
-NAMESPACED_KINDS = frozenset({"LocalQueue", "Workload"})
+NAMESPACED_KINDS = frozenset({"LocalQueue", "Workload", "ResourceClaimTemplate", "ResourceClaim"})
 
 
 def split_api_version(api_version: str) -> tuple[str, str]:

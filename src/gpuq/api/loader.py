@@ -42,6 +42,9 @@ from pydantic import BaseModel, ValidationError
 from gpuq.api import (
     compute_class,
     convert,
+    dra,
+    dra_checks,
+    frameworks,
     kueue,
     machine_checks,
     nodes_convert,
@@ -59,6 +62,7 @@ from gpuq.api.diagnostics import (
     ManifestError,
     Severity,
     as_loaded,
+    format_field_path,
     sort_diagnostics,
 )
 from gpuq.api.fields import unknown_fields, unknown_raw_fields
@@ -183,9 +187,12 @@ def load_documents(
     manifests: list[Manifest] = []
     broken: list[references.ObjectKey] = []
     items = [item for document in documents for item in expand_lists(document, diagnostics)]
+    kueue_config = _configuration(items)
     context = SourceContext.of(item.data for item in items)  # the second pass reads sources against it
     derived: list[Document] = []  # read together: a pod group's pods, a Tekton run and its Pipeline
     for item in items:
+        if _unmanaged(item, kueue_config, diagnostics):
+            continue
         if sources_derived.is_derived(item.data):
             derived.append(item)
             continue
@@ -200,6 +207,7 @@ def load_documents(
     for manifest in manifests:
         diagnostics += validation.validate_object(manifest)
     diagnostics += references.validate_references(manifests, broken)
+    diagnostics += dra_checks.review(manifests)
     diagnostics += serving.validate_services(manifests)
     diagnostics += machine_checks.validate_machines(manifests)
     diagnostics = [as_loaded(d, strict) for d in diagnostics]
@@ -234,6 +242,7 @@ class LoadedConfiguration:
     defaults: queue_defaulting.QueueDefaults
     priorities: convert.PriorityTable
     tree: QuotaTree
+    claims: dra.DraContext = field(default_factory=dra.DraContext)
 
     @classmethod
     def of(cls, result: LoadResult) -> LoadedConfiguration | None:
@@ -247,6 +256,7 @@ class LoadedConfiguration:
             queue_defaulting.QueueDefaults.from_models(models),
             convert.PriorityTable.from_models(models),
             QuotaTree(result.config),
+            dra.DraContext.from_models(models),
         )
 
 
@@ -260,8 +270,11 @@ def load_workloads(
     diagnostics: list[Diagnostic] = []
     broken: list[references.ObjectKey] = []
     manifests: list[Manifest] = []
+    kueue_config = base.claims.config
     for document in documents:
         for item in expand_lists(document, diagnostics):
+            if _unmanaged(item, kueue_config, diagnostics):
+                continue
             if isinstance(item.data, dict) and is_runtime(
                 str(item.data.get("apiVersion")), str(item.data.get("kind"))
             ):
@@ -280,13 +293,14 @@ def load_workloads(
     for manifest in manifests:
         diagnostics += validation.validate_object(manifest)
     diagnostics += references.validate_workload_references(base.index, manifests)
+    diagnostics += dra_checks.review(manifests, base.claims)
     diagnostics = [as_loaded(d, strict) for d in diagnostics]
     every = (*base.result.manifests, *manifests)
     if any(d.severity == "error" and not d.stays_pending for d in diagnostics):
         return LoadResult(None, (), sort_diagnostics(diagnostics), every)
     config = base.result.config
     assert config is not None
-    workloads = tuple(convert.workload(m.model, base.priorities) for m in manifests)
+    workloads = tuple(convert.workload(m.model, base.priorities, base.claims) for m in manifests)
     found = base.result
     diagnostics += [
         as_loaded(d, strict) for d in references.validate_capacity(manifests, config, workloads, base.tree)
@@ -660,6 +674,40 @@ def _derived_manifests(
             if manifest is not None:
                 out.append(manifest)
     return out
+
+
+def _configuration(items: Sequence[Document]) -> kueue.Configuration | None:
+    """The first Kueue Configuration among ``items`` that validates (its errors are reported when
+    it is read as a manifest), for the settings that decide what is a Kueue workload at all."""
+    for item in items:
+        data = item.data
+        if not isinstance(data, dict) or data.get("kind") != "Configuration":
+            continue
+        if kueue.split_api_version(str(data.get("apiVersion")))[0] != kueue.CONFIG_GROUP:
+            continue
+        try:
+            return kueue.Configuration.model_validate(data)
+        except ValidationError:
+            return None
+    return None
+
+
+def _unmanaged(item: Document, config: kueue.Configuration | None, diagnostics: list[Diagnostic]) -> bool:
+    """Whether ``item`` is a job of a framework ``config`` does not enable: then it is no Kueue
+    workload (:mod:`gpuq.api.frameworks`), a warning says so and it is not read."""
+    data = item.data
+    if not isinstance(data, dict):
+        return False
+    api_version, kind = str(data.get("apiVersion", "")), str(data.get("kind", ""))
+    sources = _sources()
+    if sources is None or not sources.is_source(api_version, kind):
+        return False
+    if frameworks.managed(config, api_version, kind):
+        return False
+    message = frameworks.unmanaged_message(api_version, kind)
+    field_name = format_field_path(frameworks.FRAMEWORKS_FIELD)
+    diagnostics.append(Diagnostic(item.path, item.line, kind, _name_of(data), field_name, message, "warning"))
+    return True
 
 
 def _queue_written_at(data: Mapping[str, Any]) -> FieldPath:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from gpuq.api import kueue, machines, topology_requests
+from gpuq.api import dra, dra_checks, kueue, machines, topology_requests
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest
 from gpuq.api.names import (
     Findings,
@@ -324,6 +324,7 @@ def _check_configuration(config: kueue.Configuration) -> Findings:
     wait = config.wait_for_pods_ready
     if wait is not None and wait.timeout < 0:
         yield ("waitForPodsReady", "timeout"), NEGATIVE
+    yield from dra_checks.configuration_problems(config)
 
 
 def _check_namespace(_namespace: kueue.Namespace) -> Findings:
@@ -408,4 +409,7 @@ _CHECKS: dict[type[Any], Callable[[Any], Findings]] = {
     kueue.Configuration: _check_configuration,
     kueue.Namespace: _check_namespace,
     kueue.Workload: _check_workload,
+    dra.ResourceClaimTemplate: dra_checks.check_claim_template,
+    dra.ResourceClaim: dra_checks.check_claim,
+    dra.DeviceClass: dra_checks.check_device_class,
 }

@@ -165,7 +165,7 @@ def _topology_mismatch(
     if request is None and implied_tas:
         return None
     if flavor.topology_name is None:
-        if request is None or not any(pod_set.requests.get(r) for r in covered):
+        if request is None or not any(pod_set.charged.get(r) for r in covered):
             return None
         return f'Flavor "{flavor.name}" does not support TopologyAwareScheduling'
     if request is None:
@@ -181,7 +181,7 @@ def _topology_mismatch(
 
 def pod_set_requests(pod_set: PodSet, count: int, covers_pods: bool) -> dict[str, int]:
     """Total requests of ``count`` pods, plus ``pods`` when a group covers it (as Kueue's assignFlavors)."""
-    totals = {r: v * count for r, v in pod_set.requests.items() if v}
+    totals = {r: v * count for r, v in pod_set.charged.items() if v}
     if covers_pods:
         totals[PODS] = count
     return totals

@@ -252,6 +252,14 @@ class PodSet:
     node_affinity: tuple[tuple[Requirement, ...], ...] = ()  # required terms, ORed; each term ANDs
     tolerations: tuple[Toleration, ...] = ()
     topology: TopologyRequest | None = None
+    quota_requests: Resources | None = None
+    """Per-pod requests as quota counts them, when they differ from what a pod asks of a node
+    (Kueue's resource transformations and excluded prefixes, DRA claims); None: ``requests``."""
+
+    @property
+    def charged(self) -> Resources:
+        """What one pod charges against quota."""
+        return self.requests if self.quota_requests is None else self.quota_requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +302,9 @@ class Workload:
     quota_reserved_time: float | None = None
     admission_checks: Mapping[str, CheckState] = field(default_factory=dict)
     requeue_at: float | None = None
+    inadmissible: str = ""
+    """Why the workload can never be queued as it is (Kueue's workload reconciler keeps it
+    pending with this message: a DRA claim it cannot resolve); empty when it can."""
 
     @property
     def key(self) -> str:

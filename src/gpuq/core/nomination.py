@@ -86,6 +86,10 @@ def nominate(
     workload = entry.workload
     cq = state.config.cluster_queues[entry.cluster_queue]
     labels = state.config.labels_of_namespace(workload.namespace)
+    if workload.inadmissible:
+        entry.inadmissible = workload.inadmissible
+        entry.requeue = RequeueReason.INACTIVE
+        return
     if cq.namespace_selector is None or not cq.namespace_selector.matches(labels):
         entry.inadmissible = "Workload namespace doesn't match ClusterQueue selector"
         entry.requeue = RequeueReason.NAMESPACE_MISMATCH

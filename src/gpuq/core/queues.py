@@ -57,6 +57,7 @@ def shape_of(workload: Workload) -> tuple[object, ...]:
                 ps.count,
                 ps.min_count,
                 tuple(sorted(ps.requests.items())),
+                tuple(sorted(ps.charged.items())),
                 tuple(sorted(ps.node_selector.items())),
                 ps.node_affinity,
                 ps.tolerations,
