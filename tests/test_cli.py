@@ -504,7 +504,7 @@ items:
 def test_import_k8s_keeps_a_pending_workload_kueue_never_admits(tmp_path: Path) -> None:
     (tmp_path / "dump.yaml").write_text(IMPORT_DUMP)
     out = tmp_path / "scenario"
-    result = runner.invoke(app, ["import", "k8s", "-f", str(tmp_path / "dump.yaml"), "-o", str(out)])
+    result = runner.invoke(app, ["import", "k8s", "-f", str(tmp_path / "dump.yaml"), "--out-dir", str(out)])
     assert result.exit_code == 0, result.output
     assert "can never hold more than 8 in any flavor: the workload stays pending" in " ".join(
         result.stderr.split()

@@ -190,7 +190,7 @@ def test_json_output_and_directories(tmp_path: Path) -> None:
 def test_an_import_equals_the_dump_it_came_from_in_its_kueue_objects(tmp_path: Path) -> None:
     dump = Path(__file__).parent / "data" / "cluster-dump.yaml"
     out = tmp_path / "imported"
-    assert runner.invoke(app, ["import", "k8s", "-f", str(dump), "-o", str(out)]).exit_code == 0
+    assert runner.invoke(app, ["import", "k8s", "-f", str(dump), "--out-dir", str(out)]).exit_code == 0
     result = runner.invoke(app, ["diff", str(dump), str(out / "cluster" / "kueue.yaml"), "-o", "json"])
     changes = {o["change"] for o in json.loads(result.output)["objects"]}
     kinds = {o["kind"] for o in json.loads(result.output)["objects"]}

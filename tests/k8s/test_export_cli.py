@@ -18,7 +18,7 @@ runner = CliRunner()
 
 
 def test_writes_one_file_per_kind_group_and_a_gpuq_folder(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["export", "k8s", "-f", EXAMPLE, "-o", str(tmp_path)])
+    result = runner.invoke(app, ["export", "k8s", "-f", EXAMPLE, "--out-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.yaml"))
     assert written == [
@@ -56,7 +56,7 @@ def test_without_output_prints_one_stream_of_cluster_objects_only() -> None:
     ],
 )
 def test_bad_options_exit_2(args: list[str], code: int, tmp_path: Path) -> None:
-    result = runner.invoke(app, ["export", "k8s", "-f", EXAMPLE, "-o", str(tmp_path), *args])
+    result = runner.invoke(app, ["export", "k8s", "-f", EXAMPLE, "--out-dir", str(tmp_path), *args])
     assert result.exit_code == code
     assert list(tmp_path.iterdir()) == []
 
@@ -65,7 +65,7 @@ def test_a_configuration_that_does_not_load_exits_1_and_writes_nothing(tmp_path:
     broken = tmp_path / "broken.yaml"
     broken.write_text("apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: q}\nspec: {}\n")
     out = tmp_path / "out"
-    result = runner.invoke(app, ["export", "k8s", "-f", str(broken), "-o", str(out)])
+    result = runner.invoke(app, ["export", "k8s", "-f", str(broken), "--out-dir", str(out)])
     assert result.exit_code == 1
     assert "clusterQueue" in result.output
     assert not out.exists()
@@ -87,7 +87,7 @@ def test_an_invalid_object_exits_1_names_it_and_writes_nothing(
         return Export(files)
 
     monkeypatch.setattr("gpuq.k8s.export.build_export", with_a_broken_queue)
-    result = runner.invoke(app, ["export", "k8s", "-f", EXAMPLE, "-o", str(tmp_path / "out")])
+    result = runner.invoke(app, ["export", "k8s", "-f", EXAMPLE, "--out-dir", str(tmp_path / "out")])
     assert result.exit_code == 1
     assert "invalid: 20-kueue.yaml: LocalQueue/q: spec.colour: unknown field" in result.output
     assert "nothing written" in result.output

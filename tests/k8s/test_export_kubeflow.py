@@ -27,7 +27,7 @@ def test_the_kubeflow_examples_export_and_validate(tmp_path: Path) -> None:
     files = [EXAMPLES / "admin" / "single-clusterqueue-setup.yaml", *(EXAMPLES / "jobs" / j for j in JOBS)]
     files += [TRAINER / "manifests/base/runtimes/torch_distributed.yaml"]
     files += [TRAINER / "kueue-v0.19.2-docs/trainjob-pytorch-distributed.yaml"]
-    args = ["export", "k8s", *(a for f in files for a in ("-f", str(f))), "-o", str(tmp_path / "out")]
+    args = ["export", "k8s", *(a for f in files for a in ("-f", str(f))), "--out-dir", str(tmp_path / "out")]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     written = [

@@ -218,7 +218,7 @@ def test_a_broken_scaled_object_fails_the_export_naming_it_and_nothing_is_writte
 
     monkeypatch.setattr("gpuq.k8s.export.build_export", without_a_scale_target)
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["export", "k8s", "-f", str(config_path), "-o", str(out)])
+    result = CliRunner().invoke(app, ["export", "k8s", "-f", str(config_path), "--out-dir", str(out)])
     assert result.exit_code == 1
     assert "80-serving.yaml: ScaledObject/serve/chat: spec.scaleTargetRef: is required" in result.output
     assert "nothing written" in result.output

@@ -24,7 +24,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("import") / "ml-prod"
-    result = runner.invoke(app, ["import", "k8s", "-f", str(DUMP), "-o", str(out)])
+    result = runner.invoke(app, ["import", "k8s", "-f", str(DUMP), "--out-dir", str(out)])
     assert result.exit_code == 0, result.output
     return out
 
@@ -212,7 +212,8 @@ def test_the_imported_scenario_simulates(imported: Path, tmp_path: Path) -> None
 
 def test_assume_duration_reaches_the_initial_state(tmp_path: Path) -> None:
     out = tmp_path / "assumed"
-    result = runner.invoke(app, ["import", "k8s", "-f", str(DUMP), "-o", str(out), "--assume-duration", "4h"])
+    args = ["import", "k8s", "-f", str(DUMP), "--out-dir", str(out), "--assume-duration", "4h"]
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert _documents(out / "scenario.yaml")[0]["spec"]["initialState"]["assumeDuration"] == "14400s"
     simulated = _simulated(out / "scenario.yaml")

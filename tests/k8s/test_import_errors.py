@@ -177,7 +177,7 @@ def test_errors_exit_1_and_write_nothing(tmp_path: Path) -> None:
     source = tmp_path / "dump.yaml"
     source.write_text(dump(QUEUES, GPU_NODE, workload("lost", "admitted", cluster_queue="gone")))
     target = tmp_path / "out"
-    result = runner.invoke(app, ["import", "k8s", "-f", str(source), "-o", str(target)])
+    result = runner.invoke(app, ["import", "k8s", "-f", str(source), "--out-dir", str(target)])
     assert result.exit_code == 1
     assert "nothing written" in result.output
     assert not target.exists()
@@ -185,8 +185,8 @@ def test_errors_exit_1_and_write_nothing(tmp_path: Path) -> None:
 
 def test_stdin_and_a_non_empty_directory(tmp_path: Path) -> None:
     target = tmp_path / "out"
-    result = runner.invoke(app, ["import", "k8s", "-o", str(target)], input=dump(QUEUES, GPU_NODE))
+    result = runner.invoke(app, ["import", "k8s", "--out-dir", str(target)], input=dump(QUEUES, GPU_NODE))
     assert result.exit_code == 0, result.output
     assert (target / "scenario.yaml").is_file()
-    again = runner.invoke(app, ["import", "k8s", "-o", str(target)], input=dump(QUEUES, GPU_NODE))
+    again = runner.invoke(app, ["import", "k8s", "--out-dir", str(target)], input=dump(QUEUES, GPU_NODE))
     assert again.exit_code == 2 and "not empty" in again.output

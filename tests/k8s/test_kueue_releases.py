@@ -79,7 +79,7 @@ def test_the_cli_writes_every_kueue_kind_in_a_version_the_release_serves(
     import yaml
 
     out = tmp_path / "out"
-    result = runner.invoke(app, ["export", "k8s", "-f", EXAMPLE, "-o", str(out), *args])
+    result = runner.invoke(app, ["export", "k8s", "-f", EXAMPLE, "--out-dir", str(out), *args])
     assert result.exit_code == code, result.output
     assert said in " ".join(result.output.replace("│", " ").split())
     if code == 0:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 
+from gpuq.commands.render import LEGACY_DIRECTORY_HELP, OutputFormat, format_or_directory, write_document
 from gpuq.k8s.export_common import ExportOptions, KueueVersion, PodSecurityLevel, Provisioner
 from gpuq.k8s.kueue_releases import DEFAULT_RELEASE
 
@@ -118,7 +119,12 @@ def k8s(
     ],
     output: Annotated[
         str | None,
-        typer.Option("-o", "--output", help="Directory to write; stdout (one stream) when left out."),
+        typer.Option(
+            "-o", "--output", help=f"{LEGACY_DIRECTORY_HELP} On stdout: yaml (one stream, the default)."
+        ),
+    ] = None,
+    out_dir: Annotated[
+        str | None, typer.Option("--out-dir", help="Directory to write; stdout (one stream) when left out.")
     ] = None,
     provisioner: Annotated[
         Provisioner,
@@ -163,6 +169,7 @@ def k8s(
     ] = "default",
 ) -> None:
     """Write the configuration as Kubernetes manifests for a real Kueue cluster (docs/kubernetes.md)."""
+    fmt, directory = format_or_directory(output, out_dir, OutputFormat.YAML)
     from gpuq.api.loader import load
     from gpuq.k8s import kueue_releases
     from gpuq.k8s.export import build_export, check_export, render_stream, write_export
@@ -208,10 +215,34 @@ def k8s(
             typer.echo(f"invalid: {problem}", err=True)
         typer.echo("nothing written", err=True)
         raise typer.Exit(1) from None
-    if output is None:
-        sys.stdout.write(render_stream(exported))
+    if directory is None:
+        objects = [obj for objs in exported.cluster_files().values() for obj in objs]
+        if fmt == OutputFormat.YAML:
+            sys.stdout.write(render_stream(exported))
+        elif fmt == OutputFormat.JSON:
+            write_document({"apiVersion": "v1", "kind": "List", "items": objects}, fmt)
+        else:
+            _print_objects(exported.cluster_files())
         if exported.gpuq_files():
-            typer.echo("note: gpuq-only objects (NodePools, ...) are written only with -o DIR", err=True)
+            typer.echo(
+                "note: gpuq-only objects (NodePools, ...) are written only with --out-dir DIR", err=True
+            )
         return
-    for path in write_export(exported, output):
+    for path in write_export(exported, directory):
         typer.echo(f"wrote {path}", err=True)
+
+
+def _print_objects(files: dict[str, list[dict[str, Any]]]) -> None:
+    """``-o table``: what the export holds, one row per object, by the file it goes to."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Exported objects", title_justify="left")
+    for column in ("file", "apiVersion", "kind", "namespace", "name"):
+        table.add_column(column)
+    for name, objects in files.items():
+        for obj in objects:
+            metadata = obj.get("metadata") or {}
+            row = (name, str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
+            table.add_row(*row, str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+    Console(width=None if sys.stdout.isatty() else 200).print(table)

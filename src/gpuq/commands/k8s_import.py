@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from gpuq.commands.render import LEGACY_DIRECTORY_HELP, OutputFormat, format_or_directory, write_document
+
 if TYPE_CHECKING:
     from gpuq.k8s.importer import ImportResult, ImportSettings
 
@@ -27,7 +29,8 @@ class NodesMode(StrEnum):
 
 @import_app.command("k8s")
 def import_k8s(
-    output: Annotated[Path, typer.Option("--output", "-o", help="Scenario directory to write.")],
+    out_dir: Annotated[str | None, typer.Option("--out-dir", help="Scenario directory to write.")] = None,
+    output: Annotated[str | None, typer.Option("--output", "-o", help=LEGACY_DIRECTORY_HELP)] = None,
     files: Annotated[
         list[str] | None,
         typer.Option("--filename", "-f", help="The dump (kubectl get ... -A -o yaml), or - for stdin."),
@@ -57,16 +60,23 @@ def import_k8s(
     their history as a trace. Errors write nothing (exit 1); warnings are printed."""
     from gpuq.k8s.importer import import_dump, write_files
 
-    settings = _settings(output, name, nodes, now, assume)
-    if output.exists() and any(output.iterdir()) and not force:
-        _fail(f"{output} is not empty (give --force to overwrite the files of an import there)", 2)
+    fmt, directory = format_or_directory(output, out_dir, OutputFormat.TABLE)
+    if directory is None:
+        _fail("give the scenario directory to write: --out-dir DIR", 2)
+    output_dir = Path(directory)
+    settings = _settings(output_dir, name, nodes, now, assume)
+    if output_dir.exists() and any(output_dir.iterdir()) and not force:
+        _fail(f"{output_dir} is not empty (give --force to overwrite the files of an import there)", 2)
     result = import_dump(_texts(files or ["-"]), settings)
     for diagnostic in result.diagnostics:
         err.print(str(diagnostic), markup=False, highlight=False, soft_wrap=True)
     if result.errors:
         _fail(f"{len(result.errors)} error(s): nothing written", 1)
-    write_files(result, output)
-    _summary(result, output)
+    write_files(result, output_dir)
+    if fmt.is_table:
+        _summary(result, output_dir)
+    else:
+        write_document(_summary_document(result, output_dir), fmt)
 
 
 def _settings(
@@ -101,6 +111,25 @@ def _texts(files: list[str]) -> list[tuple[str, str]]:
 def _fail(message: str, code: int) -> NoReturn:
     err.print(f"error: {message}", style="red", markup=False, highlight=False)
     raise typer.Exit(code)
+
+
+def _summary_document(result: ImportResult, output: Path) -> dict[str, object]:
+    """``-o json|yaml``: what the import wrote, for scripts."""
+    from gpuq.k8s.importer import LAYOUT
+
+    return {
+        "scenario": str(output / "scenario.yaml"),
+        "files": [str(output / f) for f in LAYOUT],
+        "pools": [
+            {"name": p.name, "nodes": len(p.nodes), "machineType": p.machine_type, "gpuModel": p.gpu_model}
+            for p in result.pools
+        ],
+        "keptNodes": [{"name": node, "why": why} for node, why in result.kept_nodes],
+        "workloads": dict(result.counts),
+        "dumpTime": datetime.fromtimestamp(result.now_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "traceRows": result.trace_rows,
+        "historyRows": result.history_rows,
+    }
 
 
 def _summary(result: ImportResult, output: Path) -> None:

@@ -33,6 +33,23 @@ class OutputFormat(StrEnum):
 OUTPUT_HELP = "Output format: table, wide, json or yaml."
 
 
+LEGACY_DIRECTORY_HELP = f"{OUTPUT_HELP} A directory here is the deprecated spelling of --out-dir."
+
+
+def format_or_directory(
+    output: str | None, out_dir: str | None, default: OutputFormat
+) -> tuple[OutputFormat, str | None]:
+    """``-o`` of a verb that wrote a directory with ``-o DIR`` before ``-o`` meant a format: a known
+    format is one; anything else is that directory, with a deprecation warning (for one release)."""
+    if output is None:
+        return default, out_dir
+    try:
+        return OutputFormat(output), out_dir
+    except ValueError:
+        warning(f"-o {output} as a directory is deprecated; use --out-dir {output} (-o is the output format)")
+        return default, out_dir or output
+
+
 def write_document(document: Any, output: OutputFormat) -> None:
     """``document`` on stdout as JSON (indented) or YAML (in the document's own key order); the
     table formats of a verb that has only a document print it as YAML."""
