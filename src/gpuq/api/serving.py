@@ -362,7 +362,7 @@ def _inference_service(manifest: Manifest) -> list[ServiceSpec]:
         predictor, manifest.name, _labels(metadata.get("labels"), "metadata.labels")
     )
     queue, priority, source, labels = _queue_and_priority(metadata, template)
-    pod_set = replica_pod_set(template, "spec.predictor")
+    pod_set = _predictor_pod_set(template, predictor)
     low = integer(predictor, "minReplicas", "spec.predictor.minReplicas", 1)
     high = integer(predictor, "maxReplicas", "spec.predictor.maxReplicas", 0)
     assert low is not None and high is not None
@@ -388,6 +388,21 @@ def _inference_service(manifest: Manifest) -> list[ServiceSpec]:
         base, name=f"{manifest.name}-canary", traffic_share=canary / 100, traffic_of=manifest.name
     )
     return [stable, latest]
+
+
+def _predictor_pod_set(template: Mapping[str, Any], predictor: Mapping[str, Any]) -> core.PodSet:
+    """The predictor's pod; a problem in the pod gpuq built names the predictor's own field
+    (``spec.predictor.sklearn.resources...``, ``spec.predictor.containers[0]...``)."""
+    try:
+        return replica_pod_set(template, "spec.predictor")
+    except ServingError as err:
+        framework = next((key for key in KSERVE_FRAMEWORKS if predictor.get(key) is not None), None)
+        built = "spec.predictor.spec.containers[0]"
+        if framework is not None and err.field.startswith(built):
+            raise ServingError(f"spec.predictor.{framework}{err.field[len(built):]}", err.message) from None
+        if err.field.startswith("spec.predictor.spec."):
+            raise ServingError(f"spec.predictor.{err.field[len('spec.predictor.spec.'):]}", err.message) from None
+        raise
 
 
 _POD_SPEC_FIELDS = ("nodeSelector", "tolerations", "affinity", "priorityClassName", "runtimeClassName")
