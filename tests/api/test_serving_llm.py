@@ -31,7 +31,13 @@ def _services(result_manifests: object) -> dict[str, ServiceSpec]:
 
 
 def _shape(spec: ServiceSpec) -> tuple[int, dict[str, int], int, int, int]:
-    return (spec.pod_set.count, dict(spec.pod_set.requests), spec.replicas, spec.min_replicas, spec.max_replicas)
+    return (
+        spec.pod_set.count,
+        dict(spec.pod_set.requests),
+        spec.replicas,
+        spec.min_replicas,
+        spec.max_replicas,
+    )
 
 
 def _target_milli(spec: ServiceSpec) -> int | None:
@@ -51,7 +57,9 @@ def test_kuberays_llm_sample_gives_one_model_on_a_four_gpu_worker_pod() -> None:
     assert _target_milli(spec) == 64_000  # target_ongoing_requests: 64
     assert spec.model_uri == "Qwen/Qwen2.5-7B-Instruct" and spec.pending == ""
     # the sample's v1 Secret is a kind gpuq does not read: the only error of the file
-    assert [(d.kind, d.message) for d in result.errors] == [("Secret", "unknown kind 'Secret' in apiVersion 'v1'")]
+    assert [(d.kind, d.message) for d in result.errors] == [
+        ("Secret", "unknown kind 'Secret' in apiVersion 'v1'")
+    ]
 
 
 def _ray_service(serve_config: str, worker_gpus: int = 8, node_selector: str = "") -> str:
@@ -98,29 +106,58 @@ def test_rays_llm_config_example_gives_one_service_per_model_on_a10g() -> None:
 
 LLM_SHAPES = [
     pytest.param(
-        "tensor_parallel_size: 8\n    pipeline_parallel_size: 2", "accelerator_type: H100", "", 8,
-        (2, 8, 1, 1, 1), ((H100,),), id="tp 8 x pp 2 spans two 8-GPU worker pods on H100",
+        "tensor_parallel_size: 8\n    pipeline_parallel_size: 2",
+        "accelerator_type: H100",
+        "",
+        8,
+        (2, 8, 1, 1, 1),
+        ((H100,),),
+        id="tp 8 x pp 2 spans two 8-GPU worker pods on H100",
     ),
     pytest.param(
-        "tensor_parallel_size: 2", "accelerator_type: A100", "", 8,
-        (1, 8, 1, 1, 1), ((A100,),), id="A100 allows both memory sizes; two GPUs fit one worker pod",
+        "tensor_parallel_size: 2",
+        "accelerator_type: A100",
+        "",
+        8,
+        (1, 8, 1, 1, 1),
+        ((A100,),),
+        id="A100 allows both memory sizes; two GPUs fit one worker pod",
     ),
     pytest.param(
-        "tensor_parallel_size: 4", "accelerator_type: A10", "", 1,
-        (4, 1, 1, 1, 1), ((A10G,),), id="A10 is read as A10G, as LLMConfig does; four 1-GPU pods",
+        "tensor_parallel_size: 4",
+        "accelerator_type: A10",
+        "",
+        1,
+        (4, 1, 1, 1, 1),
+        ((A10G,),),
+        id="A10 is read as A10G, as LLMConfig does; four 1-GPU pods",
     ),
     pytest.param(
         "tensor_parallel_size: 1",
-        "placement_group_config: {bundles: [{GPU: 1}, {GPU: 1}, {CPU: 4}]}", "", 1,
-        (3, 1, 1, 1, 1), (), id="placement_group_config bundles: GPU defaults to 1 per bundle",
+        "placement_group_config: {bundles: [{GPU: 1}, {GPU: 1}, {CPU: 4}]}",
+        "",
+        1,
+        (3, 1, 1, 1, 1),
+        (),
+        id="placement_group_config bundles: GPU defaults to 1 per bundle",
     ),
     pytest.param(
-        "data_parallel_size: 2", "", "", 8,
-        (1, 8, 2, 2, 2), (), id="data parallelism fixes num_replicas at data_parallel_size",
+        "data_parallel_size: 2",
+        "",
+        "",
+        8,
+        (1, 8, 2, 2, 2),
+        (),
+        id="data parallelism fixes num_replicas at data_parallel_size",
     ),
     pytest.param(
-        "tensor_parallel_size: 2", "accelerator_type: H100", "nodeSelector: {nvidia.com/gpu.product: NVIDIA-H200}", 8,
-        (1, 8, 1, 1, 1), (), id="a worker nodeSelector naming a GPU model is kept as written",
+        "tensor_parallel_size: 2",
+        "accelerator_type: H100",
+        "nodeSelector: {nvidia.com/gpu.product: NVIDIA-H200}",
+        8,
+        (1, 8, 1, 1, 1),
+        (),
+        id="a worker nodeSelector naming a GPU model is kept as written",
     ),
 ]
 
@@ -155,16 +192,21 @@ def test_an_llm_replica_has_the_gpus_of_its_placement_group(
 
 
 KSERVE_SAMPLES = [
-    pytest.param("sklearn-v1.yaml", {"cpu": 1000, "memory": 2 * GIB}, id="sklearn: KServe's default cpu 1, 2Gi"),
     pytest.param(
-        "torchserve-v1-gpu.yaml", {"cpu": 1000, "memory": 2 * GIB, "nvidia.com/gpu": 1},
+        "sklearn-v1.yaml", {"cpu": 1000, "memory": 2 * GIB}, id="sklearn: KServe's default cpu 1, 2Gi"
+    ),
+    pytest.param(
+        "torchserve-v1-gpu.yaml",
+        {"cpu": 1000, "memory": 2 * GIB, "nvidia.com/gpu": 1},
         id="pytorch on a GPU, limits only: default requests cpu 1 and memory 2Gi, the GPU from its limit",
     ),
 ]
 
 
 @pytest.mark.parametrize(("file", "requests"), KSERVE_SAMPLES)
-def test_kserves_samples_load_with_the_default_predictor_resources(file: str, requests: dict[str, int]) -> None:
+def test_kserves_samples_load_with_the_default_predictor_resources(
+    file: str, requests: dict[str, int]
+) -> None:
     result = load([str(DATA / "kserve-master" / file)])
     assert result.errors == ()
     (spec,) = build_services(result.manifests)[0]
@@ -220,7 +262,11 @@ spec:
 
 GOOD_AND_BAD = "\n---\n".join(
     textwrap.dedent(d).strip()
-    for d in (QUEUES, _isvc("good", '{limits: {nvidia.com/gpu: "1"}}'), _isvc("bad", '{requests: {cpu: "lots"}}'))
+    for d in (
+        QUEUES,
+        _isvc("good", '{limits: {nvidia.com/gpu: "1"}}'),
+        _isvc("bad", '{requests: {cpu: "lots"}}'),
+    )
 )
 
 
@@ -245,10 +291,16 @@ def test_a_wrong_inference_service_loads_pending_and_the_good_one_serves(tmp_pat
         }
     )
     plan = serving_plan(result, section, 600.0, 0, tmp_path)
-    sim = Simulation(result.config, result.nodes, [], SimSettings(horizon_s=600.0), services=ServingFleet(plan))
+    sim = Simulation(
+        result.config, result.nodes, [], SimSettings(horizon_s=600.0), services=ServingFleet(plan)
+    )
     report = {m["name"]: m for m in serving_metrics(sim.run(), bins=4)}
     good, bad = report["s/good"], report["s/bad"]
-    assert (good["pending"], good["replicas"]["mean_ready"], good["requests"]["served"]) == (None, 1.0, 3000.0)
+    assert (good["pending"], good["replicas"]["mean_ready"], good["requests"]["served"]) == (
+        None,
+        1.0,
+        3000.0,
+    )
     assert bad["pending"].startswith("spec.predictor.sklearn.resources.requests.cpu: ")
     assert (bad["replicas"]["mean_ready"], bad["requests"]["served"], bad["gpu_hours"]) == (0.0, 0.0, 0.0)
     assert bad["requests"]["dropped"] > 0  # its traffic waits for a replica that never comes
@@ -271,19 +323,30 @@ def test_validate_exits_1_naming_the_bad_inference_services_field(tmp_path: Path
     result = CliRunner().invoke(app, ["validate", "-f", str(path)])
     assert result.exit_code == 1, result.output
     line = 1 + GOOD_AND_BAD.splitlines().index('      resources: {requests: {cpu: "lots"}}')
-    assert f"{path}:{line}: InferenceService/bad: spec.predictor.sklearn.resources.requests.cpu: " in result.stderr
+    assert (
+        f"{path}:{line}: InferenceService/bad: spec.predictor.sklearn.resources.requests.cpu: "
+        in result.stderr
+    )
     assert "InferenceService/good" not in result.stderr
 
 
 BAD_LLM = [
-    pytest.param("accelerator_type: TPU-V4", "spec.serveConfigV2.applications[0].args.llm_configs[0].accelerator_type",
-                 id="an accelerator gpuq's catalogue lacks"),  # fmt: skip
-    pytest.param("engine_kwargs: {tensor_parallel_size: 0}",
-                 "spec.serveConfigV2.applications[0].args.llm_configs[0].engine_kwargs.tensor_parallel_size",
-                 id="a zero tensor parallel size"),  # fmt: skip
-    pytest.param("engine_kwargs: {data_parallel_size: 2}\n      deployment_config: {autoscaling_config: {max_replicas: 2}}",
-                 "spec.serveConfigV2.applications[0].args.llm_configs[0].deployment_config.autoscaling_config",
-                 id="autoscaling with data parallelism"),  # fmt: skip
+    pytest.param(
+        "accelerator_type: TPU-V4",
+        "spec.serveConfigV2.applications[0].args.llm_configs[0].accelerator_type",
+        id="an accelerator gpuq's catalogue lacks",
+    ),
+    pytest.param(
+        "engine_kwargs: {tensor_parallel_size: 0}",
+        "spec.serveConfigV2.applications[0].args.llm_configs[0].engine_kwargs.tensor_parallel_size",
+        id="a zero tensor parallel size",
+    ),
+    pytest.param(
+        "engine_kwargs: {data_parallel_size: 2}\n"
+        "      deployment_config: {autoscaling_config: {max_replicas: 2}}",
+        "spec.serveConfigV2.applications[0].args.llm_configs[0].deployment_config.autoscaling_config",
+        id="autoscaling with data parallelism",
+    ),
 ]
 
 

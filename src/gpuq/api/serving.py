@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from gpuq.api import convert, kueue
 from gpuq.api import serving_ray_llm as ray_llm
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, format_field_path
+from gpuq.api.machines import PRODUCT_LABEL
 from gpuq.api.pods import quantity_problems
 from gpuq.api.serving_autoscalers import (
     ServingError,
@@ -45,7 +46,6 @@ from gpuq.api.serving_autoscalers import (
     request_autoscaler,
     scaled_object_spec,
 )
-from gpuq.api.machines import PRODUCT_LABEL
 from gpuq.api.source_fields import QUEUE_LABEL
 from gpuq.core import model as core
 from gpuq.core.autoscaling.keda import ScaledObjectSpec
@@ -399,9 +399,11 @@ def _predictor_pod_set(template: Mapping[str, Any], predictor: Mapping[str, Any]
         framework = next((key for key in KSERVE_FRAMEWORKS if predictor.get(key) is not None), None)
         built = "spec.predictor.spec.containers[0]"
         if framework is not None and err.field.startswith(built):
-            raise ServingError(f"spec.predictor.{framework}{err.field[len(built):]}", err.message) from None
+            raise ServingError(f"spec.predictor.{framework}{err.field[len(built) :]}", err.message) from None
         if err.field.startswith("spec.predictor.spec."):
-            raise ServingError(f"spec.predictor.{err.field[len('spec.predictor.spec.'):]}", err.message) from None
+            raise ServingError(
+                f"spec.predictor.{err.field[len('spec.predictor.spec.') :]}", err.message
+            ) from None
         raise
 
 
@@ -521,8 +523,9 @@ def _ray_service(manifest: Manifest) -> list[ServiceSpec]:
                 low, high, start, autoscaler = _llm_replicas(llm)
                 out.append(
                     ServiceSpec(
-                        manifest.kind, manifest.namespace, _serve_name(manifest.name, app_map.get("name", a), llm.name),
-                        queue, _llm_pod_set(llm, template, at), start, low, high, labels, priority, source,
+                        manifest.kind, manifest.namespace,
+                        _serve_name(manifest.name, app_map.get("name", a), llm.name), queue,
+                        _llm_pod_set(llm, template, at), start, low, high, labels, priority, source,
                         autoscaler, f"{manifest.kind}/{manifest.name}" if autoscaler else "",
                         model_uri=llm.model_source, source=f"{manifest.path}:{manifest.line}",
                     )
@@ -565,7 +568,8 @@ def _llm_pod_set(llm: ray_llm.LLMDeployment, template: Mapping[str, Any], at: st
     gpus = per_pod.requests.get(GPU, 0) + per_pod.requests.get(GPU_MILLI, 0) / 1000
     if llm.gpus > 0 and gpus <= 0:
         raise ServingError(
-            f"{at}.spec.containers", f"a replica of {llm.model_id} needs {llm.gpus:g} GPUs; the worker pod has none"
+            f"{at}.spec.containers",
+            f"a replica of {llm.model_id} needs {llm.gpus:g} GPUs; the worker pod has none",
         )
     count = max(1, math.ceil(llm.gpus / gpus - 1e-9)) if llm.gpus > 0 else 1
     return replace(per_pod, count=count)
@@ -575,7 +579,8 @@ def _with_gpu_models(template: Mapping[str, Any], models: tuple[str, ...]) -> di
     """``template`` whose pods also require one of ``models`` (a required node affinity on
     ``nvidia.com/gpu.product``), unless its nodeSelector already names a GPU model."""
     spec = dict(template.get("spec") or {})
-    selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
+    given = spec.get("nodeSelector")
+    selector: Mapping[str, Any] = given if isinstance(given, dict) else {}
     if not models or any(label in selector for label in _GPU_MODEL_LABELS):
         return dict(template)
     expression = {"key": PRODUCT_LABEL, "operator": "In", "values": ray_llm.gpu_products(models)}

@@ -1,4 +1,4 @@
-"""Ray Serve LLM applications (``ray.serve.llm:build_openai_app``): one served model per ``llm_configs`` entry.
+"""Ray Serve LLM applications (``ray.serve.llm:build_openai_app``): a service per ``llm_configs`` entry.
 
 A Serve application whose ``import_path`` is :data:`LLM_IMPORT_PATHS` declares no ``deployments``;
 its ``args.llm_configs`` do. :func:`llm_deployments` reads each entry the way Ray Serve LLM builds
@@ -102,7 +102,8 @@ def _deployment(config: Mapping[str, Any], at: str) -> LLMDeployment:
     options, fixed = _options(deployment, engine, at)
     return LLMDeployment(
         name, model_id, source if isinstance(source, str) else model_id, options,
-        _replica_gpus(config, deployment, engine, at), _gpu_models(config.get("accelerator_type"), at), fixed, at,
+        _replica_gpus(config, deployment, engine, at), _gpu_models(config.get("accelerator_type"), at),
+        fixed, at,
     )  # fmt: skip
 
 
@@ -127,12 +128,18 @@ def _options(
         count = _positive_int(deployment.get("num_replicas", dp), f"{at}.deployment_config.num_replicas")
         if count % dp:
             raise ServingError(
-                f"{at}.deployment_config.num_replicas", f"{count} is not a multiple of data_parallel_size {dp}"
+                f"{at}.deployment_config.num_replicas",
+                f"{count} is not a multiple of data_parallel_size {dp}",
             )
         return options, count
     if "num_replicas" not in deployment:
-        user = mapping(deployment.get("autoscaling_config"), f"{at}.deployment_config.autoscaling_config", required=False)
-        options["autoscaling_config"] = {"target_ongoing_requests": DEFAULT_MAX_TARGET_ONGOING_REQUESTS, **user}
+        user = mapping(
+            deployment.get("autoscaling_config"), f"{at}.deployment_config.autoscaling_config", required=False
+        )
+        options["autoscaling_config"] = {
+            "target_ongoing_requests": DEFAULT_MAX_TARGET_ONGOING_REQUESTS,
+            **user,
+        }
     return options, None
 
 
@@ -146,7 +153,9 @@ def _replica_gpus(
     config: Mapping[str, Any], deployment: Mapping[str, Any], engine: Mapping[str, Any], at: str
 ) -> float:
     """Step 3: the GPUs of one replica's placement group."""
-    actor = mapping(deployment.get("ray_actor_options"), f"{at}.deployment_config.ray_actor_options", required=False)
+    actor = mapping(
+        deployment.get("ray_actor_options"), f"{at}.deployment_config.ray_actor_options", required=False
+    )
     actor_gpus = _gpu_count(actor.get("num_gpus", 0), f"{at}.deployment_config.ray_actor_options.num_gpus")
     group = config.get("placement_group_config")
     if group is not None:
@@ -172,7 +181,9 @@ def _gpu_models(value: object, at: str) -> tuple[str, ...]:
     models = RAY_ACCELERATOR_MODELS.get(name)
     if models is None:
         known = ", ".join(RAY_ACCELERATOR_MODELS)
-        raise ServingError(f"{at}.accelerator_type", f"{value!r} is no GPU of gpuq's catalogue (known: {known})")
+        raise ServingError(
+            f"{at}.accelerator_type", f"{value!r} is no GPU of gpuq's catalogue (known: {known})"
+        )
     return models
 
 
