@@ -34,7 +34,9 @@ import yaml
 from pydantic import ValidationError
 
 from gpuq.api import convert, kueue, sources_pods
+from gpuq.api import serving_ray_llm as ray_llm
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, format_field_path
+from gpuq.api.machines import PRODUCT_LABEL
 from gpuq.api.pods import quantity_problems
 from gpuq.api.serving_autoscalers import (
     ServingError,
@@ -48,6 +50,7 @@ from gpuq.api.source_fields import QUEUE_LABEL, SourceError
 from gpuq.core import model as core
 from gpuq.core.autoscaling.keda import ScaledObjectSpec
 from gpuq.core.autoscaling.spec import HPASpec, MetricSourceType, MetricSpec, MetricTarget, MetricTargetType
+from gpuq.core.nodes import GPU, GPU_MILLI
 from gpuq.core.quantity import QuantityError
 
 SERVING_KINDS = frozenset(
@@ -181,6 +184,9 @@ class ServiceSpec:
     model_uri: str = ""
     source: str = ""  # path:line of the object
     trigger_queries: Mapping[str, str] = field(default_factory=dict)  # KEDA trigger -> metadata.query
+    pending: str = ""
+    """Why no replica of this service can be admitted ("" : it can): its object has a field gpuq
+    cannot derive a replica shape from. Such a service has no replicas (0 at start, 0 at most)."""
 
     @property
     def key(self) -> str:
@@ -252,8 +258,8 @@ def build_services(manifests: Sequence[Manifest]) -> tuple[list[ServiceSpec], li
         try:
             built = builder(manifest)
         except ServingError as err:
-            diagnostics.append(_error(manifest, err))
-            continue
+            diagnostics.append(replace(_error(manifest, err), stays_pending=True))
+            built = [_pending_service(manifest, err)]
         key = f"{manifest.namespace}/{manifest.name}"
         if any(s.key in {b.key for b in built} for group in services.values() for s in group):
             diagnostics.append(manifest.diagnostic(("metadata", "name"), f"service {key} is defined twice"))
@@ -265,10 +271,24 @@ def build_services(manifests: Sequence[Manifest]) -> tuple[list[ServiceSpec], li
     out = [s for group in services.values() for s in group]
     for service in out:
         owner = _owner(serving, service)
-        if not service.queue_name and owner is not None:
+        if not service.queue_name and owner is not None and not service.pending:
             message = f"no {QUEUE_LABEL} label: Kueue does not manage its pods and gpuq never admits them"
             diagnostics.append(owner.diagnostic(("metadata", "labels"), message, "warning"))
     return sorted(out, key=lambda s: s.key), diagnostics
+
+
+def _pending_service(manifest: Manifest, err: ServingError) -> ServiceSpec:
+    """The service of an object gpuq cannot derive replicas from: no replicas, the reason kept.
+
+    Like a workload Kueue never admits, it loads (``gpuq validate`` alone reports it as an error),
+    so one wrong InferenceService or RayService does not stop the rest of a configuration."""
+    metadata = manifest.model.data.get("metadata") or {}
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    queue = str(labels.get(QUEUE_LABEL) or "") if isinstance(labels, dict) else ""
+    return ServiceSpec(
+        manifest.kind, manifest.namespace, manifest.name, queue, core.PodSet("main", 0, {}), 0, 0, 0,
+        source=f"{manifest.path}:{manifest.line}", pending=f"{err.field}: {err.message}",
+    )  # fmt: skip
 
 
 def _owner(serving: Sequence[Manifest], service: ServiceSpec) -> Manifest | None:
@@ -359,7 +379,7 @@ def _inference_service(manifest: Manifest) -> list[ServiceSpec]:
         predictor, manifest.name, _labels(metadata.get("labels"), "metadata.labels")
     )
     queue, priority, source, labels = _queue_and_priority(metadata, template)
-    pod_set = replica_pod_set(template, "spec.predictor")
+    pod_set = _predictor_pod_set(template, predictor)
     low = integer(predictor, "minReplicas", "spec.predictor.minReplicas", 1)
     high = integer(predictor, "maxReplicas", "spec.predictor.maxReplicas", 0)
     assert low is not None and high is not None
@@ -387,6 +407,23 @@ def _inference_service(manifest: Manifest) -> list[ServiceSpec]:
     return [stable, latest]
 
 
+def _predictor_pod_set(template: Mapping[str, Any], predictor: Mapping[str, Any]) -> core.PodSet:
+    """The predictor's pod; a problem in the pod gpuq built names the predictor's own field
+    (``spec.predictor.sklearn.resources...``, ``spec.predictor.containers[0]...``)."""
+    try:
+        return replica_pod_set(template, "spec.predictor")
+    except ServingError as err:
+        framework = next((key for key in KSERVE_FRAMEWORKS if predictor.get(key) is not None), None)
+        built = "spec.predictor.spec.containers[0]"
+        if framework is not None and err.field.startswith(built):
+            raise ServingError(f"spec.predictor.{framework}{err.field[len(built) :]}", err.message) from None
+        if err.field.startswith("spec.predictor.spec."):
+            raise ServingError(
+                f"spec.predictor.{err.field[len('spec.predictor.spec.') :]}", err.message
+            ) from None
+        raise
+
+
 _POD_SPEC_FIELDS = ("nodeSelector", "tolerations", "affinity", "priorityClassName", "runtimeClassName")
 
 
@@ -403,8 +440,16 @@ def _predictor_template(predictor: Mapping[str, Any], name: str, labels: Mapping
     framework = next((key for key in KSERVE_FRAMEWORKS if predictor.get(key) is not None), None)
     if framework is not None:
         model = mapping(predictor[framework], f"spec.predictor.{framework}")
-        resources = mapping(model.get("resources"), f"spec.predictor.{framework}.resources", required=False)
+        at = f"spec.predictor.{framework}.resources"
+        resources = _kserve_default_resources(mapping(model.get("resources"), at, required=False), at)
         pod_spec["containers"] = [{"name": "kserve-container", "resources": resources}]
+    elif isinstance(predictor.get("containers"), list) and predictor["containers"]:
+        first, *rest = predictor["containers"]
+        at = "spec.predictor.containers[0]"
+        container = dict(mapping(first, at))
+        resources = mapping(container.get("resources"), f"{at}.resources", required=False)
+        container["resources"] = _kserve_default_resources(resources, f"{at}.resources")
+        pod_spec["containers"] = [container, *rest]
     elif predictor.get("containers") is not None:
         pod_spec["containers"] = predictor["containers"]
     else:
@@ -412,6 +457,22 @@ def _predictor_template(predictor: Mapping[str, Any], name: str, labels: Mapping
             "spec.predictor", f"needs a model ({', '.join(KSERVE_FRAMEWORKS[1:])} or model) or containers"
         )
     return {"metadata": {"labels": {**labels, ISVC_LABEL: name}}, "spec": pod_spec}
+
+
+KSERVE_DEFAULT_RESOURCES = {"cpu": "1", "memory": "2Gi"}
+"""The ``inferenceService.resource`` defaults of KServe's ``inferenceservice-config`` ConfigMap
+(``config/configmap/inferenceservice.yaml``: cpuRequest/cpuLimit "1", memoryRequest/memoryLimit
+"2Gi"); the defaulting webhook (``pkg/apis/serving/v1beta1/inference_service_defaults.go``,
+``setResourceRequirementDefaults``) adds each to requests and to limits where that key is unset."""
+
+
+def _kserve_default_resources(resources: Mapping[str, Any], at: str) -> dict[str, Any]:
+    """``resources`` with KServe's defaults where a request or limit of cpu / memory is unset."""
+    out: dict[str, Any] = dict(resources)
+    for section in ("requests", "limits"):
+        given = mapping(resources.get(section), f"{at}.{section}", required=False)
+        out[section] = {**KSERVE_DEFAULT_RESOURCES, **given}
+    return out
 
 
 _KSERVE_METRICS = ("concurrency", "rps", "cpu", "memory")
@@ -474,14 +535,23 @@ def _ray_service(manifest: Manifest) -> list[ServiceSpec]:
     for a, app in enumerate(apps):
         app_at = f"spec.serveConfigV2.applications[{a}]"
         app_map = mapping(app, app_at)
+        if ray_llm.is_llm_application(app_map):
+            for llm in ray_llm.llm_deployments(app_map, app_at):
+                low, high, start, autoscaler = _llm_replicas(llm)
+                out.append(
+                    ServiceSpec(
+                        manifest.kind, manifest.namespace,
+                        _serve_name(manifest.name, app_map.get("name", a), llm.name), queue,
+                        _llm_pod_set(llm, template, at), start, low, high, labels, priority, source,
+                        autoscaler, f"{manifest.kind}/{manifest.name}" if autoscaler else "",
+                        model_uri=llm.model_source, source=f"{manifest.path}:{manifest.line}",
+                    )
+                )  # fmt: skip
+            continue
         for d, deployment in enumerate(app_map.get("deployments") or []):
             d_at = f"{app_at}.deployments[{d}]"
             low, high, start, autoscaler = _serve_replicas(mapping(deployment, d_at), d_at)
-            name = re.sub(
-                r"[^a-z0-9-]+",
-                "-",
-                f"{manifest.name}-{app_map.get('name', a)}-{deployment.get('name', d)}".lower(),
-            ).strip("-")
+            name = _serve_name(manifest.name, app_map.get("name", a), deployment.get("name", d))
             out.append(
                 ServiceSpec(
                     manifest.kind, manifest.namespace, name, queue, pod_set, start, low, high, labels,
@@ -492,6 +562,56 @@ def _ray_service(manifest: Manifest) -> list[ServiceSpec]:
     if not out:
         raise ServingError("spec.serveConfigV2.applications", "no Serve deployment declared")
     return out
+
+
+def _serve_name(service: str, app: object, deployment: object) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", f"{service}-{app}-{deployment}".lower()).strip("-")
+
+
+def _llm_replicas(llm: ray_llm.LLMDeployment) -> tuple[int, int, int, Autoscaler | None]:
+    if llm.fixed_replicas is not None:
+        return llm.fixed_replicas, llm.fixed_replicas, llm.fixed_replicas, None
+    return _serve_replicas(llm.options, f"{llm.at}.deployment_config")
+
+
+_GPU_MODEL_LABELS = (PRODUCT_LABEL, "cloud.google.com/gke-accelerator")
+
+
+def _llm_pod_set(llm: ray_llm.LLMDeployment, template: Mapping[str, Any], at: str) -> core.PodSet:
+    """A Serve LLM replica: the worker pods its placement group needs (its GPUs over a worker pod's,
+    rounded up: PACK may span pods), on the GPU models ``accelerator_type`` allows."""
+    shaped = _with_gpu_models(template, llm.gpu_models)
+    per_pod = replica_pod_set(shaped, at)
+    gpus = per_pod.requests.get(GPU, 0) + per_pod.requests.get(GPU_MILLI, 0) / 1000
+    if llm.gpus > 0 and gpus <= 0:
+        raise ServingError(
+            f"{at}.spec.containers",
+            f"a replica of {llm.model_id} needs {llm.gpus:g} GPUs; the worker pod has none",
+        )
+    count = max(1, math.ceil(llm.gpus / gpus - 1e-9)) if llm.gpus > 0 else 1
+    return replace(per_pod, count=count)
+
+
+def _with_gpu_models(template: Mapping[str, Any], models: tuple[str, ...]) -> dict[str, Any]:
+    """``template`` whose pods also require one of ``models`` (a required node affinity on
+    ``nvidia.com/gpu.product``), unless its nodeSelector already names a GPU model."""
+    spec = dict(template.get("spec") or {})
+    given = spec.get("nodeSelector")
+    selector: Mapping[str, Any] = given if isinstance(given, dict) else {}
+    if not models or any(label in selector for label in _GPU_MODEL_LABELS):
+        return dict(template)
+    expression = {"key": PRODUCT_LABEL, "operator": "In", "values": ray_llm.gpu_products(models)}
+    affinity = dict(spec.get("affinity") or {})
+    node = dict(affinity.get("nodeAffinity") or {})
+    required = dict(node.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = [dict(t) for t in required.get("nodeSelectorTerms") or []] or [{}]
+    for term in terms:
+        term["matchExpressions"] = [*(term.get("matchExpressions") or []), expression]
+    required["nodeSelectorTerms"] = terms
+    node["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    affinity["nodeAffinity"] = node
+    spec["affinity"] = affinity
+    return {**template, "spec": spec}
 
 
 def _serve_replicas(deployment: Mapping[str, Any], at: str) -> tuple[int, int, int, Autoscaler | None]:
@@ -557,6 +677,8 @@ def _attach_autoscalers(
             diagnostics.append(_error(manifest, err))
             continue
         (service,) = services[key]
+        if service.pending:
+            continue  # no replicas to scale: the target's own diagnostic says why
         if service.autoscaler is not None:
             message = f"{service.kind} {service.name} is already scaled by {service.autoscaler_ref}"
             diagnostics.append(manifest.diagnostic(("spec", "scaleTargetRef", "name"), message))

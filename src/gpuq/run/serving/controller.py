@@ -216,7 +216,7 @@ class ServiceController:
         documents = {(o.kind, o.namespace, o.name): o.manifest for o in objects}
         result = load_texts([(f"{k}/{ns}/{n}", yaml.safe_dump(m)) for (k, ns, n), m in documents.items()])
         specs, diagnostics = build_services(result.manifests)
-        errors = list(result.errors) + [d for d in diagnostics if d.severity == "error"]
+        errors = [d for d in (*result.errors, *diagnostics) if d.severity == "error" and not d.stays_pending]
         if errors:
             self.problem = "; ".join(str(d) for d in errors)
             return
@@ -236,9 +236,9 @@ class ServiceController:
     ) -> None:
         autoscaler = live_autoscaler(spec.autoscaler, self.sync_period_s) if spec.autoscaler else None
         try:
-            template, problem = pod_template(spec.kind, owner), ""
+            template, problem = pod_template(spec.kind, owner), spec.pending
         except ReplicaError as error:
-            template, problem = {}, str(error)
+            template, problem = {}, spec.pending or str(error)
         grace = float((template.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
         svc = self.services.get(key)
         if svc is None:

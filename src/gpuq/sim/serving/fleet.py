@@ -57,7 +57,7 @@ class ServicePlan:
     """One service as the simulation runs it: its spec, traffic per step and replica model."""
 
     spec: ServiceSpec
-    traffic: ServiceTraffic
+    traffic: ServiceTraffic | None  # None: a pending service the scenario gives no traffic
     rates: tuple[float, ...]  # requests/s per step, traffic share applied
     priority: int
     trigger_queries: Mapping[str, str] = field(default_factory=dict)
@@ -136,12 +136,15 @@ class ServingFleet:
 
     # -------------------------------------------------------------- simulator hooks
     def template_workloads(self) -> list[Workload]:
-        return [self._workload(s, 0, 0.0) for s in self.services]
+        return [self._workload(s, 0, 0.0) for s in self.services if not s.plan.spec.pending]
 
     def start(self, sim: Simulation) -> None:
         """Time 0: submit each service's starting replicas and schedule its first sync."""
         for svc in self.services:
             spec = svc.plan.spec
+            if spec.pending:  # no replica can be admitted: requests arrive and wait, then drop
+                self._mark(svc, 0.0)
+                continue
             self._scale(svc, spec.replicas, 0.0, sim)
             self._push(0.0, svc.index, sim)  # an instant at 0, so the starting replicas are scheduled
 
@@ -168,6 +171,7 @@ class ServingFleet:
         self._mark(svc, now)
         if now == 0.0 and replica.created == 0.0:
             return 0.0  # the replicas the day starts with are already running (warm)
+        assert svc.plan.traffic is not None  # a bound replica belongs to a service with traffic
         cold = svc.plan.traffic.cold_start
         node = self._node_of(run.job.key, sim)
         replica.node = node
@@ -312,6 +316,10 @@ class ServingFleet:
         """Step 3: integrate the traffic from the last instant to ``now``, step by step."""
         step = self.plan.step_s
         t = svc.last_t
+        if svc.plan.traffic is None:
+            svc.zero_s += max(0.0, now - t)
+            svc.last_t = max(t, now)
+            return
         while t < now:
             upto = min(now, (math.floor(t / step + 1e-9) + 1) * step)
             self._segment(svc, t, upto, svc.rate_at(t, step))
@@ -319,6 +327,7 @@ class ServingFleet:
         svc.last_t = max(svc.last_t, now)
 
     def _segment(self, svc: ServiceRun, t0: float, t1: float, rate: float) -> None:
+        assert svc.plan.traffic is not None
         model = svc.plan.traffic.replica
         dt = t1 - t0
         arrivals = rate * dt

@@ -57,6 +57,7 @@ def resolve(name: str, query: str = "") -> tuple[str, bool] | None:
 
 def loads(svc: ServiceRun, now: float, step_s: float) -> dict[str, float]:
     """Every metric of :data:`KNOWN` at ``now``: per-pod values per ready pod, totals for the service."""
+    assert svc.plan.traffic is not None  # only services with traffic run an autoscaler
     model = svc.plan.traffic.replica
     rate = svc.rate_at(now, step_s)
     ready = svc.ready

@@ -3,7 +3,9 @@
 1. The services are read from the configuration (:func:`gpuq.api.serving.build_services`).
 2. Each ``spec.serving.services`` entry names one (``namespace/name``, or a ``name`` unique across
    namespaces); the revisions of a KServe canary share their service's entry. A service without an
-   entry, or an entry without a service, is an error: traffic must be said, not guessed.
+   entry, or an entry without a service, is an error: traffic must be said, not guessed. A
+   *pending* service (its object has a field gpuq cannot shape replicas from) needs no entry and
+   excuses the entries that would be its own; it runs no replica.
 3. Each metric an autoscaler reads must be one the simulator produces
    (:data:`gpuq.sim.serving.modelled_metrics.KNOWN`), and each priority class must exist.
 4. Rates come per step from the trace or generator, times the revision's traffic share.
@@ -66,6 +68,17 @@ def _priority(spec: ServiceSpec, table: PriorityTable) -> int:
     return classes[spec.priority_class]
 
 
+def _of_pending(entry: str, specs: list[ServiceSpec]) -> bool:
+    """Whether ``entry`` may name a service of a pending object: its name, or a Serve deployment
+    (``<RayService>-...``) that the object's unreadable config would have declared."""
+    name = entry.split("/", 1)[-1]
+    return any(
+        s.pending and (entry in (s.key, s.name) or name.startswith(f"{s.name}-")) and
+        ("/" not in entry or entry.split("/", 1)[0] == s.namespace)
+        for s in specs
+    )  # fmt: skip
+
+
 def serving_plan(
     result: LoadResult, section: ServingSection, horizon_s: float | None, seed: int, base_dir: Path
 ) -> ServingPlan:
@@ -73,7 +86,7 @@ def serving_plan(
     if horizon_s is None:
         raise ServingPlanError("spec.settings.horizon is required when the Scenario has spec.serving")
     specs, diagnostics = build_services(result.manifests)
-    if any(d.severity == "error" for d in diagnostics):  # the loader reported them already
+    if any(d.severity == "error" and not d.stays_pending for d in diagnostics):  # reported by the loader
         raise ServingPlanError("the serving objects have errors")
     entries = {e.service: e for e in section.services}
     table = PriorityTable.from_models([m.model for m in result.manifests])
@@ -81,6 +94,9 @@ def serving_plan(
     used: set[str] = set()
     for spec in specs:
         entry = _entry_for(spec, entries)
+        if entry is None and spec.pending:
+            plans.append(ServicePlan(spec, None, (), table.default))  # shown with its reason, no traffic
+            continue
         if entry is None:
             raise ServingPlanError(
                 f"service {spec.key} ({spec.kind}) has no entry in spec.serving.services: give its traffic"
@@ -97,7 +113,7 @@ def serving_plan(
                 spec, entry, shared, _priority(spec, table), spec.trigger_queries, section.price_per_gpu_hour
             )
         )
-    unknown = sorted(set(entries) - used)
+    unknown = sorted(e for e in set(entries) - used if not _of_pending(e, specs))
     if unknown:
         names = ", ".join(s.key for s in specs) or "none"
         raise ServingPlanError(

@@ -2,6 +2,8 @@
 
 Per service (one entry of ``variants[].serving`` in metrics.json):
 
+- ``pending``: why no replica can be admitted (its object has a field gpuq cannot shape a
+  replica from; None for a service that runs); such a service keeps 0 ready replicas;
 - ``requests``: arrived, served, dropped (waited longer than ``queueTimeout``), queued while no
   replica was ready (``cold_queued``) and dropped among those, still queued at the end;
 - ``latency_s``: p50 / p99 over served requests; ``slo``: the share of *all* arrived requests
@@ -73,7 +75,8 @@ def service_metrics(svc: ServiceRun, result: SimResult, bins: int) -> dict[str, 
     per_gpu_hour = cost / gpu_hours if gpu_hours else (price or 0.0)
     book = svc.book
     served = book.served
-    within = book.within(traffic.slo.latency)
+    slo = traffic.slo if traffic is not None else None
+    within = book.within(slo.latency) if slo is not None else 0.0
     attainment = within / svc.arrived if svc.arrived else None
     mean_ready, mean_bound, most = _timeline_means(svc, end)
     zero_h = svc.zero_s / 3600
@@ -84,6 +87,7 @@ def service_metrics(svc: ServiceRun, result: SimResult, bins: int) -> dict[str, 
         "name": spec.key,
         "kind": spec.kind,
         "autoscaler": spec.autoscaler_ref or "fixed",
+        "pending": spec.pending or None,
         "requests": {
             "arrived": _r(svc.arrived, 1),
             "served": _r(served, 1),
@@ -94,10 +98,10 @@ def service_metrics(svc: ServiceRun, result: SimResult, bins: int) -> dict[str, 
         },
         "latency_s": {"p50": _r(book.quantile(0.5)), "p99": _r(book.quantile(0.99))},
         "slo": {
-            "latency_s": traffic.slo.latency,
-            "target": traffic.slo.target,
+            "latency_s": slo.latency if slo is not None else None,
+            "target": slo.target if slo is not None else None,
             "attainment": _r(attainment, 6),
-            "met": attainment is not None and attainment >= traffic.slo.target,
+            "met": slo is not None and attainment is not None and attainment >= slo.target,
         },
         "replicas": {"mean_ready": _r(mean_ready, 3), "mean_bound": _r(mean_bound, 3), "max_desired": most},
         "gpu_hours": _r(gpu_hours, 3),
@@ -148,6 +152,7 @@ def batch_only(result: SimResult) -> SimResult:
 # (label, format, path in a service entry)
 ROWS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("autoscaler", "text", ("autoscaler",)),
+    ("pending: no replica admitted", "text", ("pending",)),
     ("latency p50", "s", ("latency_s", "p50")),
     ("latency p99", "s", ("latency_s", "p99")),
     ("SLO attainment", "pct", ("slo", "attainment")),
