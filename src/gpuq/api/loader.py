@@ -8,7 +8,8 @@
    (``kind: List`` documents are expanded; empty documents are skipped); a text whose
    YAML aliases would expand it past :data:`MAX_ALIAS_NODES` nodes (a "billion laughs"),
    whose aliases recurse, or that nests deeper than :data:`MAX_DEPTH` is refused with one
-   diagnostic before anything walks it;
+   diagnostic before anything walks it; a document with only ``metadata.generateName`` gets the
+   name an API server would give it, deterministic here (:func:`name_documents`);
 3. turn each document into a typed model (:mod:`gpuq.api.kueue`), workload
    sources through :mod:`gpuq.api.sources`; type errors become error
    diagnostics, unknown fields warnings; sources without a queue-name label get
@@ -40,6 +41,7 @@ from pydantic import BaseModel, ValidationError
 
 from gpuq.api import (
     convert,
+    generated_names,
     kueue,
     machine_checks,
     nodes_convert,
@@ -133,19 +135,26 @@ def load(
     *,
     strict: bool = False,
     cache: dict[str, str] | None = None,
+    name_seed: int = 0,
 ) -> LoadResult:
     """Read every manifest under ``paths`` and return the configuration, workloads and diagnostics.
 
     Diagnostics of all files (errors and warnings) are sorted by ``(path, line)``. ``strict``
     (``gpuq validate``) makes the ``stays_pending`` findings errors; otherwise they are warnings
-    and their workloads load (and stay pending, as Kueue leaves them).
+    and their workloads load (and stay pending, as Kueue leaves them). ``name_seed`` seeds the
+    names of documents with ``metadata.generateName`` (:func:`name_documents`).
     """
     diagnostics: list[Diagnostic] = []
-    return load_texts(_read_inputs(paths, stdin, diagnostics, cache), diagnostics, strict=strict)
+    texts = _read_inputs(paths, stdin, diagnostics, cache)
+    return load_texts(texts, diagnostics, strict=strict, name_seed=name_seed)
 
 
 def load_texts(
-    texts: Iterable[tuple[str, str]], diagnostics: list[Diagnostic] | None = None, *, strict: bool = False
+    texts: Iterable[tuple[str, str]],
+    diagnostics: list[Diagnostic] | None = None,
+    *,
+    strict: bool = False,
+    name_seed: int = 0,
 ) -> LoadResult:
     """:func:`load` for documents already in memory: ``(display path, YAML or JSON text)`` pairs, as a
     control plane holds the objects it was given."""
@@ -155,7 +164,7 @@ def load_texts(
         parsed, errors = parse_documents(path, text)
         diagnostics += errors
         documents += parsed
-    return load_documents(documents, diagnostics, strict=strict)
+    return load_documents(documents, diagnostics, strict=strict, name_seed=name_seed)
 
 
 def load_objects(objects: Iterable[tuple[str, Mapping[str, Any]]], *, strict: bool = False) -> LoadResult:
@@ -166,16 +175,16 @@ def load_objects(objects: Iterable[tuple[str, Mapping[str, Any]]], *, strict: bo
 
 
 def load_documents(
-    documents: Iterable[Document], diagnostics: list[Diagnostic], *, strict: bool = False
+    documents: Iterable[Document], diagnostics: list[Diagnostic], *, strict: bool = False, name_seed: int = 0
 ) -> LoadResult:
     """Steps 2 onwards of :func:`load`: documents become manifests, are checked and converted."""
     manifests: list[Manifest] = []
     broken: list[references.ObjectKey] = []
-    for document in documents:
-        for item in expand_lists(document, diagnostics):
-            manifest = read_manifest(item, diagnostics, broken)
-            if manifest is not None:
-                manifests.append(manifest)
+    items = [item for document in documents for item in expand_lists(document, diagnostics)]
+    for item in name_documents(items, name_seed):
+        manifest = read_manifest(item, diagnostics, broken)
+        if manifest is not None:
+            manifests.append(manifest)
     manifests, unqueued = queue_defaulting.default_queues(manifests)
     diagnostics += unqueued
     for manifest in manifests:
@@ -241,13 +250,13 @@ def load_workloads(
     diagnostics: list[Diagnostic] = []
     broken: list[references.ObjectKey] = []
     manifests: list[Manifest] = []
-    for document in documents:
-        for item in expand_lists(document, diagnostics):
-            manifest = read_manifest(item, diagnostics, broken)
-            if manifest is not None and not isinstance(manifest.model, kueue.Workload):
-                return None
-            if manifest is not None:
-                manifests.append(manifest)
+    items = [item for document in documents for item in expand_lists(document, diagnostics)]
+    for item in name_documents(items):
+        manifest = read_manifest(item, diagnostics, broken)
+        if manifest is not None and not isinstance(manifest.model, kueue.Workload):
+            return None
+        if manifest is not None:
+            manifests.append(manifest)
     if broken and any(kind is not kueue.Workload for kind, _, _ in broken):
         return None
     manifests, unqueued = queue_defaulting.default_queues(manifests, base.defaults)
@@ -479,6 +488,19 @@ def expand_lists(document: Document, diagnostics: list[Diagnostic]) -> Iterator[
         prefix = ("items", index)
         lines = {k[2:]: v for k, v in document.lines.items() if k[:2] == prefix and len(k) > 2}
         yield from expand_lists(Document(document.path, document.line_of(prefix), item, lines), diagnostics)
+
+
+def name_documents(documents: Sequence[Document], seed: int = 0) -> list[Document]:
+    """``documents`` with a name for each that has only ``metadata.generateName``, as the API server
+    would give it (:func:`gpuq.api.generated_names.plan_names`: deterministic from ``seed``, the file and
+    the line); the name's diagnostics point at the ``generateName`` line."""
+    planned = generated_names.plan_names([(d.path, d.line, d.data) for d in documents], seed)
+    out = list(documents)
+    for index, name in planned.items():
+        document = documents[index]
+        lines = {**document.lines, ("metadata", "name"): document.line_of(("metadata", "generateName"))}
+        out[index] = Document(document.path, document.line, generated_names.named(document.data, name), lines)
+    return out
 
 
 # --- step 3: typed objects ------------------------------------------------------------------

@@ -6,7 +6,9 @@ A request is one YAML or JSON text of one or many documents (``kind: List`` expa
 1. read the documents (a syntax error, an empty body, YAML aliases that expand past
    ``loader.MAX_ALIAS_NODES``, also in the YAML a manifest holds in a string (a RayJob's
    ``runtimeEnvYAML``, a RayService's ``serveConfigV2``), or a kind a live control plane
-   refuses is a 422 with the loader's diagnostics, file ``<request>``);
+   refuses is a 422 with the loader's diagnostics, file ``<request>``); a document with only
+   ``metadata.generateName`` is named here, at random as an API server names it, and the answer
+   gives that name;
 2. (the route authorizes every document's kind and namespace here: 403);
 3. validate the documents together with the stored configuration objects through the
    loader, documents replacing the stored objects of the same key: any error (missing
@@ -44,7 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuq.api import kueue, machine_checks
+from gpuq.api import generated_names, kueue, machine_checks
 from gpuq.api.diagnostics import Diagnostic
 from gpuq.api.loader import (
     MAX_DEPTH,
@@ -161,6 +163,7 @@ def read_request(text: str) -> list[Item]:
     items: list[Item] = []
     for document in documents:
         for part in expand_lists(document, diagnostics):
+            part = _named(part)
             data = part.data
             key = document_key(data)
             if key is None or not isinstance(data, dict) or key[0] not in STORED_KINDS:
@@ -186,6 +189,18 @@ def read_request(text: str) -> list[Item]:
     if not items:
         raise ApiError(422, "the request holds no document")
     return items
+
+
+def _named(part: Document) -> Document:
+    """``part`` with the name the server generates for ``metadata.generateName`` (random, as an API
+    server draws it: ``generated_names.random_name``); the answer's ``name`` is that name."""
+    prefix = generated_names.generate_name_of(part.data)
+    if prefix is None:
+        return part
+    lines = {**part.lines, ("metadata", "name"): part.line_of(("metadata", "generateName"))}
+    return Document(
+        part.path, part.line, generated_names.named(part.data, generated_names.random_name(prefix)), lines
+    )
 
 
 def request_documents(text: str) -> tuple[list[Document], list[Diagnostic]]:
