@@ -610,3 +610,17 @@ def test_admit_of_a_quiet_run_has_no_stopped_field() -> None:
     result = runner.invoke(app, ["admit", "-f", EXAMPLE, "-o", "json", "--now", NOW])
     assert "stopped" not in json.loads(result.stdout)
     assert "warning: stopped" not in result.stderr
+
+
+FOREIGN = "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: s}\n"
+NOT_SCHEDULED = "note: not scheduled by gpuq, ignored: 1 ConfigMap, 1 Secret"
+
+
+@pytest.mark.parametrize("verb", [["validate"], ["admit", "--now", NOW]])
+def test_objects_gpuq_does_not_schedule_are_one_note_line(tmp_path: Path, verb: list[str]) -> None:
+    path = tmp_path / "dir.yaml"
+    path.write_text(QUEUE + job("small", 1, "2026-01-01T00:00:00Z") + FOREIGN)
+    result = runner.invoke(app, [*verb, "-f", str(path)])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("not scheduled by gpuq") == 1
+    assert NOT_SCHEDULED in result.stderr

@@ -90,6 +90,8 @@ def validate(files: FilesOption) -> None:
     does not exist) is an error here; the other verbs load it and leave it pending."""
     result = load(files, stdin=sys.stdin, strict=True)
     print_diagnostics(result.diagnostics)
+    if result.ignored_summary:
+        err.print(f"note: {result.ignored_summary}", highlight=False, markup=False, soft_wrap=True)
     if result.errors:
         err.print(f"{len(result.errors)} error(s), {len(result.warnings)} warning(s)", style="red")
         raise typer.Exit(1)

@@ -41,6 +41,7 @@ from pydantic import BaseModel, ValidationError
 
 from gpuq.api import (
     convert,
+    foreign_kinds,
     generated_names,
     kueue,
     machine_checks,
@@ -51,7 +52,15 @@ from gpuq.api import (
     validation,
 )
 from gpuq.api import scenario as _scenario  # noqa: F401  (registers the Scenario kind)
-from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest, ManifestError, as_loaded, sort_diagnostics
+from gpuq.api.diagnostics import (
+    Diagnostic,
+    FieldPath,
+    Manifest,
+    ManifestError,
+    Severity,
+    as_loaded,
+    sort_diagnostics,
+)
 from gpuq.api.fields import unknown_fields, unknown_raw_fields
 from gpuq.api.names import dns_subdomain_problem
 from gpuq.api.nodes_convert import NodePoolSummary
@@ -70,23 +79,9 @@ its anchor's whole subtree again): past it the text is refused, in milliseconds,
 by whatever walks it next (a 620-byte "billion laughs" expands to 10^9 nodes)."""
 MAX_DEPTH = 100
 """Deepest nesting of collections a YAML text may have (Kubernetes manifests need about 15)."""
-FOREIGN_KINDS = frozenset(
-    {
-        ("", "ConfigMap"),
-        ("", "ResourceQuota"),
-        ("networking.k8s.io", "NetworkPolicy"),
-        ("rbac.authorization.k8s.io", "Role"),
-        ("rbac.authorization.k8s.io", "RoleBinding"),
-        ("rbac.authorization.k8s.io", "ClusterRole"),
-        ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-        ("monitoring.coreos.com", "PrometheusRule"),
-        ("karpenter.sh", "NodePool"),
-        ("karpenter.k8s.aws", "EC2NodeClass"),
-        ("cloud.google.com", "ComputeClass"),
-    }
-)
-"""(API group, kind) of objects that ``gpuq export k8s`` writes beside the configuration and that
-decide nothing gpuq simulates: skipped silently, so an exported directory loads back."""
+FOREIGN_KINDS = foreign_kinds.IGNORED_KINDS
+"""(API group, kind) of objects that decide nothing gpuq schedules (ConfigMaps, RBAC, what ``gpuq export
+k8s`` writes beside the configuration...): listed in :attr:`LoadResult.ignored`, never errors."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +101,21 @@ class LoadResult:
     nodes: tuple[Node, ...] = ()
     node_pools: tuple[NodePoolSummary, ...] = ()
     gpu_catalogue: GPUCatalogue = field(default=DEFAULT_CATALOGUE, repr=False)
+    ignored: tuple[foreign_kinds.IgnoredObject, ...] = ()
+    """Objects not scheduled by gpuq (:mod:`gpuq.api.foreign_kinds`), in input order: the verbs print
+    :attr:`ignored_summary`."""
+
+    @property
+    def ignored_summary(self) -> str | None:
+        """One line counting :attr:`ignored` by kind, or None."""
+        return foreign_kinds.summary(self.ignored)
+
+    @property
+    def foreign_notes(self) -> tuple[str, ...]:
+        """What the verbs that print no warnings still say about the input: :attr:`ignored_summary`
+        and the warnings about kinds gpuq does not read (skipped, :func:`foreign_kinds.classify`)."""
+        skipped = [str(d) for d in self.warnings if d.field == "kind"]
+        return (*([self.ignored_summary] if self.ignored_summary else []), *skipped)
 
     @property
     def errors(self) -> tuple[Diagnostic, ...]:
@@ -180,9 +190,10 @@ def load_documents(
     """Steps 2 onwards of :func:`load`: documents become manifests, are checked and converted."""
     manifests: list[Manifest] = []
     broken: list[references.ObjectKey] = []
+    ignored: list[foreign_kinds.IgnoredObject] = []
     items = [item for document in documents for item in expand_lists(document, diagnostics)]
     for item in name_documents(items, name_seed):
-        manifest = read_manifest(item, diagnostics, broken)
+        manifest = read_manifest(item, diagnostics, broken, ignored)
         if manifest is not None:
             manifests.append(manifest)
     manifests, unqueued = queue_defaulting.default_queues(manifests)
@@ -194,14 +205,14 @@ def load_documents(
     diagnostics += machine_checks.validate_machines(manifests)
     diagnostics = [as_loaded(d, strict) for d in diagnostics]
     if any(d.severity == "error" and not d.stays_pending for d in diagnostics):  # those convert
-        return LoadResult(None, (), sort_diagnostics(diagnostics), tuple(manifests))
+        return LoadResult(None, (), sort_diagnostics(diagnostics), tuple(manifests), ignored=tuple(ignored))
     config, workloads = convert.convert(manifests)
     found = nodes_convert.convert_machines(manifests)
     diagnostics += [as_loaded(d, strict) for d in references.validate_capacity(manifests, config, workloads)]
     diagnostics += machine_checks.placement_warnings(manifests, config, found.nodes)
     diagnostics += machine_checks.oversized_pods(manifests, workloads, found.nodes)
     if any(d.severity == "error" for d in diagnostics):
-        return LoadResult(None, (), sort_diagnostics(diagnostics), tuple(manifests))
+        return LoadResult(None, (), sort_diagnostics(diagnostics), tuple(manifests), ignored=tuple(ignored))
     return LoadResult(
         config,
         tuple(workloads),
@@ -210,6 +221,7 @@ def load_documents(
         found.nodes,
         found.node_pools,
         found.catalogue,
+        tuple(ignored),
     )
 
 
@@ -507,12 +519,17 @@ def name_documents(documents: Sequence[Document], seed: int = 0) -> list[Documen
 
 
 def read_manifest(
-    document: Document, diagnostics: list[Diagnostic], broken: list[references.ObjectKey] | None = None
+    document: Document,
+    diagnostics: list[Diagnostic],
+    broken: list[references.ObjectKey] | None = None,
+    ignored: list[foreign_kinds.IgnoredObject] | None = None,
 ) -> Manifest | None:
     """Turn one document into a :class:`Manifest`, appending what was wrong to ``diagnostics``.
 
     Objects of a known kind that fail type validation are added to ``broken``
-    so that references to them are not reported as missing as well.
+    so that references to them are not reported as missing as well. A kind no reader takes is
+    classified by :func:`gpuq.api.foreign_kinds.classify`: appended to ``ignored``, or an error, or
+    a warning naming its file and line.
     """
     data = document.data
     if not isinstance(data, dict):
@@ -530,11 +547,16 @@ def read_manifest(
     if serving.is_serving_kind(api_version, kind):  # Deployment, HPA, ScaledObject, KServe... (serving.py)
         return serving.read_document(document.path, document.line, data, document.lines, diagnostics)
     model = kueue.model_for(api_version, kind)
-    if model is None and (kueue.split_api_version(api_version)[0], kind) in FOREIGN_KINDS:
-        return None
     if model is None:
-        message = f"unknown kind {kind!r} in apiVersion {api_version!r}"
-        diagnostics.append(_doc_error(document, ("kind",), message))
+        verdict = foreign_kinds.classify(kueue.split_api_version(api_version)[0], kind)
+        if verdict == "ignored":
+            if ignored is not None:
+                ignored.append(
+                    foreign_kinds.IgnoredObject(document.path, document.line, kind, _name_of(data))
+                )
+            return None
+        message = foreign_kinds.unknown_kind_message(kind, api_version, verdict)
+        diagnostics.append(_doc_error(document, ("kind",), message, verdict))
         return None
     upgraded, renames = kueue.upgrade(data)
     lines = _renamed_lines(document.lines, renames)
@@ -629,12 +651,14 @@ def _sources() -> ModuleType | None:
 # --- helpers --------------------------------------------------------------------------------
 
 
-def _doc_error(document: Document, parts: FieldPath, message: str) -> Diagnostic:
+def _doc_error(
+    document: Document, parts: FieldPath, message: str, severity: Severity = "error"
+) -> Diagnostic:
     data = document.data if isinstance(document.data, dict) else {}
     kind = str(data.get("kind") or "")
     name = _name_of(data) if kind else ""
     where = Manifest(document.path, document.line, kind, name, "", None, document.lines)
-    return where.diagnostic(parts, message)
+    return where.diagnostic(parts, message, severity)
 
 
 def _name_of(data: dict[str, Any]) -> str:

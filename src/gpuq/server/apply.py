@@ -8,7 +8,9 @@ A request is one YAML or JSON text of one or many documents (``kind: List`` expa
    ``runtimeEnvYAML``, a RayService's ``serveConfigV2``), or a kind a live control plane
    refuses is a 422 with the loader's diagnostics, file ``<request>``); a document with only
    ``metadata.generateName`` is named here, at random as an API server names it, and the answer
-   gives that name;
+   gives that name; a document of a kind gpuq does not schedule (a ConfigMap, RBAC:
+   ``gpuq.api.foreign_kinds``) is answered ``ignored`` and never stored (a request of only those is
+   a 422 saying so);
 2. (the route authorizes every document's kind and namespace here: 403);
 3. validate the documents together with the stored configuration objects through the
    loader, documents replacing the stored objects of the same key: any error (missing
@@ -46,7 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuq.api import generated_names, kueue, machine_checks
+from gpuq.api import foreign_kinds, generated_names, kueue, machine_checks
 from gpuq.api.diagnostics import Diagnostic
 from gpuq.api.loader import (
     MAX_DEPTH,
@@ -85,6 +87,7 @@ class Item:
     line: int
     key: tuple[str, str, str]
     source: Document | None = None  # as read (with its field lines), for validation
+    ignored: bool = False  # not scheduled by gpuq (``foreign_kinds``): answered ``ignored``, never stored
 
     @property
     def kind(self) -> str:
@@ -165,8 +168,12 @@ def read_request(text: str) -> list[Item]:
         for part in expand_lists(document, diagnostics):
             part = _named(part)
             data = part.data
+            if (ignored := _ignored_item(part)) is not None:
+                items.append(ignored)
+                continue
             key = document_key(data)
             if key is None or not isinstance(data, dict) or key[0] not in STORED_KINDS:
+                diagnostics += _not_read(part)
                 items.append(Item({}, part.line, ("", "", "")))  # unknown: the loader says what is wrong
                 continue
             kind = str(data["kind"])
@@ -189,6 +196,39 @@ def read_request(text: str) -> list[Item]:
     if not items:
         raise ApiError(422, "the request holds no document")
     return items
+
+
+def _ignored_item(part: Document) -> Item | None:
+    """An :class:`Item` marked ``ignored`` for a document of a kind gpuq does not schedule (a ConfigMap,
+    RBAC...: ``foreign_kinds.classify``), else None."""
+    data = part.data
+    if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
+        return None
+    api_version, kind = str(data.get("apiVersion") or ""), str(data["kind"])
+    if kueue.model_for(api_version, kind) is not None or kind in STORED_KINDS:
+        return None
+    if foreign_kinds.classify(kueue.split_api_version(api_version)[0], kind) != "ignored":
+        return None
+    metadata = data.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    key = (kind, str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+    return Item(data, part.line, key, part, ignored=True)
+
+
+def _not_read(part: Document) -> list[Diagnostic]:
+    """A document of a kind no reader of gpuq takes, which the loader only warns of (another project's
+    kind): an error here, where nothing half-read is stored."""
+    data = part.data
+    if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
+        return []
+    api_version, kind = str(data.get("apiVersion") or ""), str(data["kind"])
+    group = kueue.split_api_version(api_version)[0]
+    if kueue.model_for(api_version, kind) is not None or foreign_kinds.classify(group, kind) != "warning":
+        return []
+    metadata = data.get("metadata")
+    name = str(metadata.get("name") or "") if isinstance(metadata, dict) else ""
+    message = f"unknown kind {kind!r} in apiVersion {api_version!r}: gpuq does not read it"
+    return [Diagnostic(REQUEST, part.line, kind, name, "kind", message)]
 
 
 def _named(part: Document) -> Document:
@@ -273,6 +313,13 @@ def plan_apply(
 
     A request of workloads only is planned as created without reading the store: :func:`execute`
     learns from the insert whether a name is taken (then unchanged, or 409)."""
+    ignored = [Planned(item, "ignored") for item in items if item.ignored]
+    items = [item for item in items if not item.ignored]
+    if not items:
+        shown = foreign_kinds.summary(
+            foreign_kinds.IgnoredObject(REQUEST, p.item.line, p.item.kind, p.item.key[2]) for p in ignored
+        )
+        raise ApiError(422, f"nothing to apply: {shown}; a control plane stores only what gpuq schedules")
     workloads, warnings = validate(store, items, text, nodes, configuration)
     if any(not item.key[0] for item in items):  # the loader reports these; never reached in practice
         raise ApiError(422, "a document has no kind or metadata.name")
@@ -281,7 +328,7 @@ def plan_apply(
         for item in items:
             workload = workloads[(item.key[1], item.key[2])]
             planned_workloads.append(Planned(item, "created", workload.queue_name, workload.priority))
-        return planned_workloads, warnings
+        return [*planned_workloads, *ignored], warnings
     planned: list[Planned] = []
     conflicts: list[str] = []
     for item in items:
@@ -305,7 +352,7 @@ def plan_apply(
         planned.append(Planned(item, action, workload.queue_name, workload.priority))
     if conflicts:
         raise ApiError(409, "; ".join(conflicts))
-    return planned, warnings
+    return [*planned, *ignored], warnings
 
 
 def validate(
@@ -361,8 +408,10 @@ def execute(
 
     ``user``: the API user submitting, stamped into new workloads (see :func:`stamped`)."""
     now = time.time() if now is None else now
+    ignored = [plan.item.result("ignored") for plan in planned if plan.item.ignored]
+    planned = [plan for plan in planned if not plan.item.ignored]
     if planned and all(plan.item.is_workload for plan in planned):
-        return _submit(store, planned, now, user)
+        return [*_submit(store, planned, now, user), *ignored]
     actions: dict[int, str] = {}
     for index, plan in enumerate(planned):
         if not plan.item.is_workload:
@@ -379,7 +428,7 @@ def execute(
                     )
                 except StoreConflict as error:  # submitted by someone else since step 4
                     raise ApiError(409, f"{error}; the documents before it were applied") from error
-    return [plan.item.result(actions[index]) for index, plan in enumerate(planned)]
+    return [*(plan.item.result(actions[index]) for index, plan in enumerate(planned)), *ignored]
 
 
 def _submit(store: Store, planned: Sequence[Planned], now: float, user: str) -> list[dict[str, Any]]:
