@@ -239,7 +239,7 @@ def test_v1beta1_cluster_queue_converts_to_the_v1beta2_equivalent(tmp_path: Path
 
 def test_v1beta1_renamed_fields_keep_their_written_lines(tmp_path: Path) -> None:
     text = FLAVOR + "---\n" + CLUSTER_QUEUE_V1BETA1.replace("cohort: team", "cohort: Team!")
-    result = load([write(tmp_path, "old.yaml", text)])
+    result = load([write(tmp_path, "old.yaml", text)], strict=True)  # a missing check: an error here
     assert {(d.field, d.line) for d in result.errors} == {
         ("spec.admissionChecksStrategy.admissionChecks[0].name", line_of(text, "admissionChecks: [prov]")),
         ("spec.cohortName", line_of(text, "cohort: Team!")),

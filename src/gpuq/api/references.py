@@ -5,9 +5,10 @@
 * :func:`validate_capacity` runs on the converted core model and finds
   workloads that no flavor of their ClusterQueue could ever hold.
 
-A workload's missing LocalQueue and a workload that can never fit are ``stays_pending``
-diagnostics (:class:`gpuq.api.diagnostics.Diagnostic`): errors for ``gpuq validate``, warnings
-for the verbs that load the workload and leave it pending, as Kueue does.
+A workload's missing LocalQueue, a LocalQueue's missing ClusterQueue, a ClusterQueue's missing
+ResourceFlavor or AdmissionCheck (Kueue leaves the queue inactive) and a workload that can never fit
+are ``stays_pending`` diagnostics (:class:`gpuq.api.diagnostics.Diagnostic`): errors for
+``gpuq validate``, warnings for the verbs that load the workload and leave it pending, as Kueue does.
 
 Every function returns diagnostics and never raises on bad input.
 """
@@ -99,8 +100,9 @@ def _local_queue_targets(index: Index) -> Iterator[Diagnostic]:
     queues = _names(index, kueue.ClusterQueue)
     for manifest in _present(index, kueue.LocalQueue):
         target = manifest.model.spec.cluster_queue
-        if target not in queues:
-            yield manifest.diagnostic(("spec", "clusterQueue"), f"ClusterQueue {target!r} not found")
+        if target not in queues:  # Kueue's workloads there read "ClusterQueue <name> doesn't exist"
+            message = f"ClusterQueue {target!r} not found (Kueue: ClusterQueue {target} doesn't exist)"
+            yield manifest.diagnostic(("spec", "clusterQueue"), message, stays_pending=True)
 
 
 def _cluster_queue_references(index: Index) -> Iterator[Diagnostic]:
@@ -112,12 +114,18 @@ def _cluster_queue_references(index: Index) -> Iterator[Diagnostic]:
             for fi, flavor in enumerate(group.flavors):
                 if flavor.name not in flavors:
                     flavor_at: FieldPath = ("spec", "resourceGroups", gi, "flavors", fi, "name")
-                    yield manifest.diagnostic(flavor_at, f"ResourceFlavor {flavor.name!r} not found")
+                    message = f"ResourceFlavor {flavor.name!r} not found ({_INACTIVE})"
+                    yield manifest.diagnostic(flavor_at, message, stays_pending=True)
         rules = spec.admission_checks_strategy.admission_checks if spec.admission_checks_strategy else []
         for ri, rule in enumerate(rules):
             if rule.name not in checks:
                 at = ("spec", "admissionChecksStrategy", "admissionChecks", ri, "name")
-                yield manifest.diagnostic(at, f"AdmissionCheck {rule.name!r} not found")
+                message = f"AdmissionCheck {rule.name!r} not found ({_INACTIVE})"
+                yield manifest.diagnostic(at, message, stays_pending=True)
+
+
+_INACTIVE = "Kueue: Can't admit new workloads"
+"""Kueue's ClusterQueue Active=False condition (pkg/cache/scheduler/clusterqueue.go, inactiveReason)."""
 
 
 def _flavor_topologies(index: Index) -> Iterator[Diagnostic]:
