@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from gpuq.core.quantity import QuantityError, parse_quantity
@@ -338,6 +338,57 @@ class AdmissionCheck(Object):
     spec: AdmissionCheckSpec
 
 
+# --- MultiKueue (apis/kueue/v1beta2/multikueue_types.go) ------------------------------------
+# Read and cross-checked; dispatch to worker clusters is not modelled (references.py warns).
+
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+
+
+class MultiKueueKubeConfig(Strict):
+    location: Annotated[str, Field(min_length=1, max_length=256)]
+    location_type: Literal["Secret", "Path"] = "Secret"
+
+
+class ClusterProfileReference(Strict):
+    name: Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class ClusterSource(Strict):
+    """``+kubebuilder:validation:ExactlyOneOf=kubeConfig;clusterProfileRef``."""
+
+    kube_config: MultiKueueKubeConfig | None = None
+    cluster_profile_ref: ClusterProfileReference | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ClusterSource:
+        if (self.kube_config is None) == (self.cluster_profile_ref is None):
+            raise ValueError("exactly one of kubeConfig and clusterProfileRef must be set")
+        return self
+
+
+class MultiKueueClusterSpec(Strict):
+    cluster_source: ClusterSource
+
+
+class MultiKueueCluster(Object):
+    spec: MultiKueueClusterSpec
+
+
+class MultiKueueConfigSpec(Strict):
+    clusters: Annotated[list[Annotated[str, Field(max_length=256)]], Field(min_length=1, max_length=20)]
+    quota_management: Literal["Manual", "Automated"] | None = None
+
+    @model_validator(mode="after")
+    def _unique(self) -> MultiKueueConfigSpec:
+        if len(set(self.clusters)) != len(self.clusters):
+            raise ValueError("clusters must be unique")
+        return self
+
+
+class MultiKueueConfig(Object):
+    spec: MultiKueueConfigSpec
+
+
 class RetryStrategy(Strict):
     backoff_limit_count: int = 3
     backoff_base_seconds: int = 60
@@ -562,6 +613,8 @@ for _model in (
 KINDS[(CONFIG_GROUP, "Configuration")] = Configuration
 KINDS[("scheduling.k8s.io", "PriorityClass")] = PriorityClass
 KINDS[("", "Namespace")] = Namespace
+KINDS[(KUEUE_GROUP, "MultiKueueConfig")] = MultiKueueConfig
+KINDS[(KUEUE_GROUP, "MultiKueueCluster")] = MultiKueueCluster
 V1ALPHA1_KINDS = frozenset({"Cohort", "Topology"})
 NAMESPACED_KINDS = frozenset({"LocalQueue", "Workload"})
 
@@ -604,6 +657,8 @@ def upgrade(doc: dict[str, Any]) -> tuple[dict[str, Any], list[Rename]]:
     elif doc.get("kind") == "Cohort" and "parent" in spec:
         spec["parentName"] = spec.pop("parent")
         renames.append((("spec", "parent"), ("spec", "parentName")))
+    elif doc.get("kind") == "MultiKueueCluster":
+        renames += _upgrade_multikueue_cluster(spec)
     return {**doc, "apiVersion": f"{KUEUE_GROUP}/v1beta2", "spec": spec}, renames
 
 
@@ -634,4 +689,18 @@ def _upgrade_cluster_queue(spec: dict[str, Any]) -> list[Rename]:
         spec["admissionChecksStrategy"] = {**strategy, "admissionChecks": rules}
     elif checks is not None:
         spec["admissionChecks"] = checks  # not a list: let validation report it
+    return renames
+
+
+def _upgrade_multikueue_cluster(spec: dict[str, Any]) -> list[Rename]:
+    """v1beta1 ``spec.kubeConfig`` (and ``clusterProfileRef``) move under ``spec.clusterSource``
+    (``Convert_v1beta1_MultiKueueClusterSpec_To_v1beta2_MultiKueueClusterSpec``)."""
+    renames: list[Rename] = []
+    source: dict[str, Any] = {}
+    for key in ("kubeConfig", "clusterProfileRef"):
+        if key in spec:
+            source[key] = spec.pop(key)
+            renames.append((("spec", key), ("spec", "clusterSource", key)))
+    if source:
+        spec["clusterSource"] = source
     return renames

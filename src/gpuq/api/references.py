@@ -61,6 +61,7 @@ def validate_references(manifests: Sequence[Manifest], broken: Sequence[ObjectKe
     out += _cluster_queue_references(index)
     out += _flavor_topologies(index)
     out += _admission_check_parameters(index)
+    out += _multikueue_references(index)
     out += _cohort_cycles(index)
     out += _workload_references(index)
     out += _global_defaults(index)
@@ -149,6 +150,41 @@ def _admission_check_parameters(index: Index) -> Iterator[Diagnostic]:
         if params.name not in configs:
             at = ("spec", "parameters", "name")
             yield manifest.diagnostic(at, f"ProvisioningRequestConfig {params.name!r} not found")
+
+
+MULTIKUEUE_NOT_MODELLED = (
+    "MultiKueue dispatch to worker clusters is not modelled yet: the workloads of a ClusterQueue with "
+    "this check reserve quota here and stay pending with the check's state, as in a manager cluster "
+    "without workers"
+)
+
+
+def _multikueue_references(index: Index) -> Iterator[Diagnostic]:
+    """A MultiKueue AdmissionCheck names a MultiKueueConfig (``spec.parameters``), whose clusters name
+    MultiKueueClusters (Kueue's multikueue admissioncheck controller reports them missing); one
+    warning, on the first such check, that dispatch is not modelled."""
+    configs = _names(index, kueue.MultiKueueConfig)
+    clusters = _names(index, kueue.MultiKueueCluster)
+    checks = [
+        m
+        for m in _present(index, kueue.AdmissionCheck)
+        if m.model.spec.controller_name == kueue.MULTIKUEUE_CONTROLLER
+    ]
+    for manifest in checks:
+        params = manifest.model.spec.parameters
+        if params is None or params.kind != "MultiKueueConfig" or params.api_group != kueue.KUEUE_GROUP:
+            message = "a MultiKueue AdmissionCheck's parameters must name a kueue.x-k8s.io MultiKueueConfig"
+            yield manifest.diagnostic(("spec", "parameters"), message)
+        elif params.name not in configs:
+            yield manifest.diagnostic(
+                ("spec", "parameters", "name"), f"MultiKueueConfig {params.name!r} not found"
+            )
+    if checks:
+        yield checks[0].diagnostic(("spec", "controllerName"), MULTIKUEUE_NOT_MODELLED, "warning")
+    for manifest in _present(index, kueue.MultiKueueConfig):
+        for ci, name in enumerate(manifest.model.spec.clusters):
+            if name not in clusters:
+                yield manifest.diagnostic(("spec", "clusters", ci), f"MultiKueueCluster {name!r} not found")
 
 
 def _cohort_cycles(index: Index) -> Iterator[Diagnostic]:
