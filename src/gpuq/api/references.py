@@ -64,6 +64,7 @@ def validate_references(manifests: Sequence[Manifest], broken: Sequence[ObjectKe
     out += _multikueue_references(index)
     out += _cohort_cycles(index)
     out += _workload_references(index)
+    out += _elastic_jobs(_present(index, kueue.Workload))
     out += _global_defaults(index)
     out += topology_requests.unknown_levels(manifests)
     return out
@@ -72,7 +73,21 @@ def validate_references(manifests: Sequence[Manifest], broken: Sequence[ObjectKe
 def validate_workload_references(index: Index, workloads: Sequence[Manifest]) -> list[Diagnostic]:
     """:func:`validate_references` for ``workloads`` added to a configuration already checked (its
     ``index``): their LocalQueues and priority classes, and duplicates among them."""
-    return [*_duplicates(workloads), *_workload_references(index, workloads)]
+    return [*_duplicates(workloads), *_workload_references(index, workloads), *_elastic_jobs(workloads)]
+
+
+ELASTIC_NOT_MODELLED = (
+    "elastic job: admitted as its first workload slice; scaling it without requeue (a new slice "
+    "replacing this one, pkg/workloadslicing) is not modelled yet"
+)
+
+
+def _elastic_jobs(workloads: Sequence[Manifest]) -> Iterator[Diagnostic]:
+    """One warning, on the first elastic job's workload, that slice replacement is not modelled."""
+    for manifest in workloads:
+        if manifest.model.metadata.annotations.get("kueue.x-k8s.io/elastic-job") == "true":
+            yield manifest.diagnostic(("metadata", "annotations"), ELASTIC_NOT_MODELLED, "warning")
+            return
 
 
 def _duplicates(manifests: Sequence[Manifest]) -> Iterator[Diagnostic]:
