@@ -421,3 +421,45 @@ def test_objects_gpuq_does_not_schedule_are_listed_once_and_an_unknown_kind_is_a
         f"{tmp_path}/mixed.yaml:18: Widget/w: kind: warning: unknown kind 'Widget'"
     )
     assert result.foreign_notes == (result.ignored_summary, str(warning))
+
+
+WRONG_VERSION = [
+    pytest.param(
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: cq}\nspec:\n"
+        "  cohortName: team\n  namespaceSelector: {}\n",
+        "spec.cohortName",
+        "unknown field in kueue.x-k8s.io/v1beta1: v1beta1 names the cohort in spec.cohort",
+        id="v1beta2's cohortName in a v1beta1 ClusterQueue",
+    ),
+    pytest.param(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: cq}\nspec:\n"
+        "  cohort: team\n  namespaceSelector: {}\n",
+        "spec.cohort",
+        "unknown field in kueue.x-k8s.io/v1beta2: v1beta2 names the cohort in spec.cohortName",
+        id="v1beta1's cohort in a v1beta2 ClusterQueue",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "field", "message"), WRONG_VERSION)
+def test_a_field_of_the_other_kueue_version_is_a_warning_and_dropped(
+    tmp_path: Path, text: str, field: str, message: str
+) -> None:
+    """Kueue's CRD schema prunes a field its version lacks: it is not read as the other version's."""
+    result = load([write(tmp_path, "cq.yaml", text)])
+    (warning,) = result.warnings
+    assert (warning.field, warning.line) == (field, 5) and warning.message.startswith(message)
+    assert result.config is not None and result.config.cluster_queues["cq"].cohort is None
+
+
+def test_v1beta1_priority_fields_in_a_v1beta2_workload_are_dropped(tmp_path: Path) -> None:
+    text = (
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata: {name: w, namespace: default}\n"
+        "spec:\n  queueName: q\n  priorityClassName: high\n"
+        "  priorityClassSource: kueue.x-k8s.io/workloadpriorityclass\n"
+        "  podSets: [{name: main, count: 1, template: {spec: {containers: [{name: c, image: x}]}}}]\n"
+    )
+    result = load([write(tmp_path, "wl.yaml", text)])
+    fields = [(d.field, d.line) for d in result.warnings if "unknown field in" in d.message]
+    assert fields == [("spec.priorityClassName", 6), ("spec.priorityClassSource", 7)]
+    assert not any("WorkloadPriorityClass 'high'" in d.message for d in result.diagnostics)

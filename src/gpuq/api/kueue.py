@@ -704,3 +704,42 @@ def _upgrade_multikueue_cluster(spec: dict[str, Any]) -> list[Rename]:
     if source:
         spec["clusterSource"] = source
     return renames
+
+
+_V1BETA2_WORKLOAD_PRIORITY = (
+    "v1beta2 names the class in spec.priorityClassRef {group, kind, name} "
+    "(apis/kueue/v1beta1/workload_conversion.go)"
+)
+WRONG_VERSION_FIELDS: dict[tuple[str, str], dict[str, str]] = {
+    ("Workload", "v1beta2"): {
+        "priorityClassName": _V1BETA2_WORKLOAD_PRIORITY,
+        "priorityClassSource": _V1BETA2_WORKLOAD_PRIORITY,
+    },
+    ("ClusterQueue", "v1beta1"): {"cohortName": "v1beta1 names the cohort in spec.cohort"},
+    ("ClusterQueue", "v1beta2"): {"cohort": "v1beta2 names the cohort in spec.cohortName"},
+    ("Cohort", "v1beta2"): {"parent": "v1beta2 names the parent in spec.parentName"},
+    ("Cohort", "v1beta1"): {"parentName": "v1beta1 names the parent in spec.parent"},
+}
+"""(kind, version) -> spec fields of the other version -> where this version has them."""
+
+
+def wrong_version_fields(doc: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """``doc`` without the spec fields another version of its Kueue kind has (:data:`WRONG_VERSION_FIELDS`),
+    and ``(field, message)`` for each: Kueue's CRD schema does not know them, so the API server prunes
+    them (or ``kubectl apply``'s strict field validation refuses the object): gpuq warns and drops them,
+    never reading them as the other version's fields."""
+    group, version = split_api_version(str(doc.get("apiVersion", "")))
+    fields = WRONG_VERSION_FIELDS.get((str(doc.get("kind")), version)) if group == KUEUE_GROUP else None
+    spec = doc.get("spec")
+    if not fields or not isinstance(spec, dict) or not fields.keys() & spec.keys():
+        return doc, []
+    found = [
+        (
+            key,
+            f"unknown field in {KUEUE_GROUP}/{version}: {hint}; the API server drops it (kubectl apply's "
+            "strict field validation refuses it): ignored",
+        )
+        for key, hint in fields.items()
+        if key in spec
+    ]
+    return {**doc, "spec": {k: v for k, v in spec.items() if k not in fields}}, found

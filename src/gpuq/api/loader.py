@@ -558,6 +558,9 @@ def read_manifest(
         message = foreign_kinds.unknown_kind_message(kind, api_version, verdict)
         diagnostics.append(_doc_error(document, ("kind",), message, verdict))
         return None
+    data, wrong = kueue.wrong_version_fields(data)
+    for key, message in wrong:
+        diagnostics.append(_doc_error(document, ("spec", key), message, "warning"))
     upgraded, renames = kueue.upgrade(data)
     lines = _renamed_lines(document.lines, renames)
     return _validate_model(document, model, upgraded, lines, (kind, _name_of(data)), diagnostics, broken)
