@@ -520,8 +520,12 @@ CASES: list[tuple[str, Callable[[Docs], None], tuple[str, str, str, str]]] = [
     ),
     (
         "a workload naming a missing workload priority class is rejected",
-        setting("wl", "spec.priorityClassName", "high"),
-        ("Workload", "train", "spec.priorityClassName", "WorkloadPriorityClass 'high' not found"),
+        setting(
+            "wl",
+            "spec.priorityClassRef",
+            {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"},
+        ),
+        ("Workload", "train", "spec.priorityClassRef.name", "WorkloadPriorityClass 'high' not found"),
     ),
     (
         "a workload naming a missing pod priority class is rejected",
