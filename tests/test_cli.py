@@ -160,10 +160,21 @@ def test_validate_reports_errors_with_location_and_exit_1(tmp_path: Path, text: 
 
 def test_admit_refuses_invalid_manifests(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text(QUEUE.replace("clusterQueue: team", "clusterQueue: missing"))
+    bad.write_text(QUEUE.replace("nominalQuota: 4", "nominalQuota: -4"))
     result = runner.invoke(app, ["admit", "-f", str(bad)])
     assert result.exit_code == 1
-    assert "missing" in result.stderr
+    assert "nominalQuota" in result.stderr
+
+
+def test_admit_leaves_the_workloads_of_a_local_queue_without_cluster_queue_pending(tmp_path: Path) -> None:
+    lost = tmp_path / "lost.yaml"
+    lost.write_text(
+        QUEUE.replace("clusterQueue: team", "clusterQueue: missing") + job("a", 1, "2026-01-01T00:00:00Z")
+    )
+    result = runner.invoke(app, ["admit", "-f", str(lost), "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert "ClusterQueue missing doesn't exist" in result.stdout
+    assert runner.invoke(app, ["validate", "-f", str(lost)]).exit_code == 1
 
 
 CREATED = "2026-01-01T00:00:00Z"
@@ -610,3 +621,20 @@ def test_admit_of_a_quiet_run_has_no_stopped_field() -> None:
     result = runner.invoke(app, ["admit", "-f", EXAMPLE, "-o", "json", "--now", NOW])
     assert "stopped" not in json.loads(result.stdout)
     assert "warning: stopped" not in result.stderr
+
+
+FOREIGN = (
+    "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"
+    "---\napiVersion: v1\nkind: Secret\nmetadata: {name: s}\n"
+)
+NOT_SCHEDULED = "note: not scheduled by gpuq, ignored: 1 ConfigMap, 1 Secret"
+
+
+@pytest.mark.parametrize("verb", [["validate"], ["admit", "--now", NOW]])
+def test_objects_gpuq_does_not_schedule_are_one_note_line(tmp_path: Path, verb: list[str]) -> None:
+    path = tmp_path / "dir.yaml"
+    path.write_text(QUEUE + job("small", 1, "2026-01-01T00:00:00Z") + FOREIGN)
+    result = runner.invoke(app, [*verb, "-f", str(path)])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("not scheduled by gpuq") == 1
+    assert NOT_SCHEDULED in result.stderr

@@ -94,6 +94,8 @@ def validate(files: FilesOption) -> None:
 
     result = load(files, stdin=sys.stdin, strict=True)
     print_diagnostics(result.diagnostics)
+    if result.ignored_summary:
+        err.print(f"note: {result.ignored_summary}", highlight=False, markup=False, soft_wrap=True)
     if result.errors:
         err.print(f"{len(result.errors)} error(s), {len(result.warnings)} warning(s)", style="red")
         raise typer.Exit(1)
@@ -116,9 +118,7 @@ def admit(
         int | None,
         typer.Option("--cycles", min=1, help="Run exactly N cycles (default: until nothing changes)."),
     ] = None,
-    output: Annotated[
-        OutputFormat, typer.Option("--output", "-o", help=OUTPUT_HELP)
-    ] = OutputFormat.TABLE,
+    output: Annotated[OutputFormat, typer.Option("--output", "-o", help=OUTPUT_HELP)] = OutputFormat.TABLE,
     now: Annotated[
         float | None,
         typer.Option(

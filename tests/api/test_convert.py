@@ -398,12 +398,15 @@ def test_workload_converts_exactly(tmp_path: Path) -> None:
 
 
 def _priority_workload(spec_lines: str) -> str:
+    """A Workload of v1beta1 when it names its class as v1beta1 does (``priorityClassName``): v1beta2
+    has only ``priorityClassRef``, and drops the other (a warning)."""
+    version = "v1beta1" if "priorityClassName" in spec_lines else "v1beta2"
     return (
         textwrap.dedent(
-            """\
-        apiVersion: kueue.x-k8s.io/v1beta2
+            f"""\
+        apiVersion: kueue.x-k8s.io/{version}
         kind: Workload
-        metadata: {name: w, namespace: ml}
+        metadata: {{name: w, namespace: ml}}
         spec:
           queueName: lq
         """

@@ -175,10 +175,10 @@ def test_malformed_json_gives_its_line(tmp_path: Path) -> None:
         ("kind: ResourceFlavor\nmetadata: {name: x}\n", 1, "apiVersion", "apiVersion is required"),
         ("apiVersion: v1\nmetadata: {name: x}\n", 1, "kind", "kind is required"),
         (
-            "apiVersion: example.com/v1\nkind: Widget\n",
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Widget\n",
             2,
             "kind",
-            "unknown kind 'Widget' in apiVersion 'example.com/v1'",
+            "unknown kind 'Widget' in apiVersion 'kueue.x-k8s.io/v1beta2'",
         ),
         ("apiVersion: kueue.x-k8s.io/v9\nkind: ClusterQueue\n", 2, "kind", "unknown kind 'ClusterQueue'"),
         ("apiVersion: kueue.x-k8s.io/v1alpha1\nkind: ClusterQueue\n", 2, "kind", "unknown kind"),
@@ -187,7 +187,7 @@ def test_malformed_json_gives_its_line(tmp_path: Path) -> None:
         "a document that is not a mapping is an error",
         "a missing apiVersion is an error",
         "a missing kind is an error",
-        "an unknown kind is an error",
+        "an unknown kind of Kueue's group is an error",
         "an unknown version of a known kind is an error",
         "v1alpha1 is only read for Cohort and Topology",
     ],
@@ -239,7 +239,7 @@ def test_v1beta1_cluster_queue_converts_to_the_v1beta2_equivalent(tmp_path: Path
 
 def test_v1beta1_renamed_fields_keep_their_written_lines(tmp_path: Path) -> None:
     text = FLAVOR + "---\n" + CLUSTER_QUEUE_V1BETA1.replace("cohort: team", "cohort: Team!")
-    result = load([write(tmp_path, "old.yaml", text)])
+    result = load([write(tmp_path, "old.yaml", text)], strict=True)  # a missing check: an error here
     assert {(d.field, d.line) for d in result.errors} == {
         ("spec.admissionChecksStrategy.admissionChecks[0].name", line_of(text, "admissionChecks: [prov]")),
         ("spec.cohortName", line_of(text, "cohort: Team!")),
@@ -268,7 +268,10 @@ def test_diagnostics_are_sorted_by_path_and_line(tmp_path: Path) -> None:
 
 
 def test_load_or_raise_lists_every_diagnostic(tmp_path: Path) -> None:
-    path = write(tmp_path, "bad.yaml", "apiVersion: x/v1\nkind: A\n---\napiVersion: x/v1\nkind: B\n")
+    kueue_kinds = (
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: A\n---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: B\n"
+    )
+    path = write(tmp_path, "bad.yaml", kueue_kinds)
     with pytest.raises(ManifestError) as caught:
         load_or_raise([path])
     assert len(caught.value.diagnostics) == 2
@@ -374,3 +377,89 @@ def test_an_object_with_a_type_error_still_reports_its_name_and_unknown_fields(t
         ("spec.resourceGroups[0].flavors[0].resources[0].borrowingLimt", "warning"),
     }
     assert result.config is None
+
+
+FOREIGN_OBJECTS = """apiVersion: kind.x-k8s.io/v1alpha4
+kind: Cluster
+nodes: [{role: control-plane}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: a}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: b}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: p}
+---
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w}
+"""
+
+
+def test_objects_gpuq_does_not_schedule_are_listed_once_and_an_unknown_kind_is_a_warning(
+    tmp_path: Path,
+) -> None:
+    result = load([write(tmp_path, "mixed.yaml", FOREIGN_OBJECTS)])
+    assert result.config is not None and not result.errors
+    assert [(o.kind, o.name, o.line) for o in result.ignored] == [
+        ("Cluster", "", 1),
+        ("ConfigMap", "a", 5),
+        ("ConfigMap", "b", 9),
+        ("ValidatingAdmissionPolicy", "p", 13),
+    ]
+    assert result.ignored_summary == (
+        "not scheduled by gpuq, ignored: 1 Cluster, 2 ConfigMap, 1 ValidatingAdmissionPolicy"
+    )
+    (warning,) = result.warnings
+    assert (warning.line, warning.kind, warning.name, warning.field) == (18, "Widget", "w", "kind")
+    assert str(warning).startswith(
+        f"{tmp_path}/mixed.yaml:18: Widget/w: kind: warning: unknown kind 'Widget'"
+    )
+    assert result.foreign_notes == (result.ignored_summary, str(warning))
+
+
+WRONG_VERSION = [
+    pytest.param(
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: cq}\nspec:\n"
+        "  cohortName: team\n  namespaceSelector: {}\n",
+        "spec.cohortName",
+        "unknown field in kueue.x-k8s.io/v1beta1: v1beta1 names the cohort in spec.cohort",
+        id="v1beta2's cohortName in a v1beta1 ClusterQueue",
+    ),
+    pytest.param(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: cq}\nspec:\n"
+        "  cohort: team\n  namespaceSelector: {}\n",
+        "spec.cohort",
+        "unknown field in kueue.x-k8s.io/v1beta2: v1beta2 names the cohort in spec.cohortName",
+        id="v1beta1's cohort in a v1beta2 ClusterQueue",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "field", "message"), WRONG_VERSION)
+def test_a_field_of_the_other_kueue_version_is_a_warning_and_dropped(
+    tmp_path: Path, text: str, field: str, message: str
+) -> None:
+    """Kueue's CRD schema prunes a field its version lacks: it is not read as the other version's."""
+    result = load([write(tmp_path, "cq.yaml", text)])
+    (warning,) = result.warnings
+    assert (warning.field, warning.line) == (field, 5) and warning.message.startswith(message)
+    assert result.config is not None and result.config.cluster_queues["cq"].cohort is None
+
+
+def test_v1beta1_priority_fields_in_a_v1beta2_workload_are_dropped(tmp_path: Path) -> None:
+    text = (
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata: {name: w, namespace: default}\n"
+        "spec:\n  queueName: q\n  priorityClassName: high\n"
+        "  priorityClassSource: kueue.x-k8s.io/workloadpriorityclass\n"
+        "  podSets: [{name: main, count: 1, template: {spec: {containers: [{name: c, image: x}]}}}]\n"
+    )
+    result = load([write(tmp_path, "wl.yaml", text)])
+    fields = [(d.field, d.line) for d in result.warnings if "unknown field in" in d.message]
+    assert fields == [("spec.priorityClassName", 6), ("spec.priorityClassSource", 7)]
+    assert not any("WorkloadPriorityClass 'high'" in d.message for d in result.diagnostics)

@@ -481,9 +481,12 @@ ERROR_CASES = [
         id="pod groups are refused",
     ),
     pytest.param(
-        _with_annotations(job(), **{"kueue.x-k8s.io/elastic-job": "true"}),
-        "metadata.annotations[kueue.x-k8s.io/elastic-job]",
-        id="elastic jobs are refused",
+        _with_annotations(
+            job(parallelism=3),
+            **{"kueue.x-k8s.io/elastic-job": "true", "kueue.x-k8s.io/job-min-parallelism": "1"},
+        ),
+        "metadata.annotations[kueue.x-k8s.io/job-min-parallelism]",
+        id="an elastic job cannot use partial admission (Kueue's Job webhook)",
     ),
     pytest.param(source("apps/v1", "Deployment", {}), "kind", id="a kind that is not a workload source"),
 ]
@@ -511,3 +514,29 @@ def test_errors_name_the_source_field(doc: dict[str, Any], field: str) -> None:
 )
 def test_is_source(api_version: str, kind: str, want: bool) -> None:
     assert is_source(api_version, kind) is want
+
+
+@pytest.mark.parametrize(
+    ("value", "elastic"),
+    [("true", True), ("True", False), ("false", False)],
+    ids=[
+        "true makes an elastic job",
+        "only the exact value counts (workloadslicing.Enabled)",
+        "false is ignored",
+    ],
+)
+def test_an_elastic_job_is_its_first_workload_slice(value: str, elastic: bool) -> None:
+    doc = _with_annotations(job(parallelism=3, completions=100), **{"kueue.x-k8s.io/elastic-job": value})
+    workload = to_workload(doc)
+    plain = to_workload(job(parallelism=3, completions=100))
+    assert workload["spec"] == plain["spec"] and workload["spec"]["podSets"][0]["count"] == 3
+    annotations = workload["metadata"]["annotations"]
+    expected = (
+        {
+            "kueue.x-k8s.io/elastic-job": "true",
+            "kueue.x-k8s.io/workload-slice-name": workload["metadata"]["name"],
+        }
+        if elastic
+        else {}
+    )
+    assert {k: v for k, v in annotations.items() if k.startswith("kueue.x-k8s.io/")} == expected

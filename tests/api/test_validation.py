@@ -15,7 +15,7 @@ from gpuq.api.diagnostics import Diagnostic
 from gpuq.api.loader import LoadResult, load
 from gpuq.core import model as core
 from gpuq.core.admission import Scheduler
-from gpuq.core.cycles import run_cycles
+from gpuq.core.cycles import pending_reasons, run_cycles
 from gpuq.core.quota import potential_available_for
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -520,8 +520,12 @@ CASES: list[tuple[str, Callable[[Docs], None], tuple[str, str, str, str]]] = [
     ),
     (
         "a workload naming a missing workload priority class is rejected",
-        setting("wl", "spec.priorityClassName", "high"),
-        ("Workload", "train", "spec.priorityClassName", "WorkloadPriorityClass 'high' not found"),
+        setting(
+            "wl",
+            "spec.priorityClassRef",
+            {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"},
+        ),
+        ("Workload", "train", "spec.priorityClassRef.name", "WorkloadPriorityClass 'high' not found"),
     ),
     (
         "a workload naming a missing pod priority class is rejected",
@@ -606,7 +610,7 @@ def test_base_configuration_is_valid(tmp_path: Path) -> None:
 def test_rule(tmp_path: Path, mutate: Callable[[Docs], None], expected: tuple[str, str, str, str]) -> None:
     docs = base_docs()
     mutate(docs)
-    result = load_docs(tmp_path, docs)
+    result = load_docs(tmp_path, docs, strict=True)  # as gpuq validate: the stays-pending findings too
     assert any(_match(d, *expected) for d in result.errors), "\n".join(map(str, result.diagnostics))
     assert result.config is None and result.workloads == ()
     assert all(d.path.endswith("config.yaml") and d.line >= 1 for d in result.errors)
@@ -799,3 +803,31 @@ def test_potential_available(
         cluster_queues={q.name: q for q in queues}, cohorts={c.name: c for c in cohorts}
     )
     assert potential_available_for(config, queue, "f", "gpu") == expected
+
+
+MISSING_REFERENCES = [
+    pytest.param(setting("lq", "spec.clusterQueue", "nope"), "ClusterQueue nope doesn't exist", id="lq"),
+    pytest.param(
+        setting("cq", "spec.admissionChecksStrategy", {"admissionChecks": [{"name": "prov"}]}),
+        "ClusterQueue cq is inactive: Can't admit new workloads: references missing AdmissionCheck(s): prov.",
+        id="cq missing check",
+    ),
+]
+
+
+@pytest.mark.parametrize(("mutate", "pending"), MISSING_REFERENCES)
+def test_a_missing_queue_reference_leaves_the_workload_pending_outside_validate(
+    tmp_path: Path, mutate: Callable[[Docs], None], pending: str
+) -> None:
+    """Kueue leaves a LocalQueue without its ClusterQueue, and a ClusterQueue without its
+    AdmissionCheck, inactive: their workloads stay pending; only gpuq validate refuses them."""
+    docs = base_docs()
+    mutate(docs)
+    result = load_docs(tmp_path, docs)
+    assert not result.errors and result.config is not None
+    assert any("its workloads stay pending" in d.message for d in result.warnings), result.warnings
+    scheduler = Scheduler(result.config)
+    for workload in result.workloads:
+        scheduler.submit(workload)
+    run_cycles(scheduler, now=0.0)
+    assert [p.message for p in pending_reasons(scheduler).values()] == [pending]

@@ -86,7 +86,10 @@ CASES: list[Case] = [
         "a ClusterQueue requiring an undeclared admission check is inactive",
         checked("ghost"),
         gpus("w", 2),
-        pending={"w": "ClusterQueue a is inactive: admission check ghost not found or inactive"},
+        pending={
+            "w": "ClusterQueue a is inactive: Can't admit new workloads: "
+            "references missing AdmissionCheck(s): ghost."
+        },
         cycles=None,
     ),
 ]

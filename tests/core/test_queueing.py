@@ -142,14 +142,17 @@ CASES: list[Case] = [
         "a ClusterQueue whose flavor does not exist is inactive",
         replace(single(), flavors={}),
         gpus("w", 1),
-        pending={"w": "ClusterQueue a is inactive: flavor f not found"},
+        pending={
+            "w": "ClusterQueue a is inactive: Can't admit new workloads: "
+            "references missing ResourceFlavor(s): f."
+        },
         cycles=None,
     ),
     case(
         "a ClusterQueue requiring an inactive admission check is inactive",
         config(cluster_queue("a").flavor("f", gpu=4).checks("prov").build(), inactive_checks=("prov",)),
         gpus("w", 1),
-        pending={"w": "admission check prov not found or inactive"},
+        pending={"w": "references inactive AdmissionCheck(s): prov."},
         cycles=None,
     ),
     case(

@@ -235,10 +235,19 @@ def test_loader_skips_the_foreign_kinds_the_export_writes_silently() -> None:
     assert result.config is not None
     assert result.diagnostics == ()
     assert result.manifests == ()
+    assert (
+        result.ignored_summary
+        == "not scheduled by gpuq, ignored: 1 ClusterRole, 1 ConfigMap, 1 NodePool, 1 PrometheusRule"
+    )
 
 
-def test_loader_still_refuses_other_unknown_kinds() -> None:
+def test_loader_warns_of_other_unknown_kinds_and_refuses_unknown_kueue_kinds() -> None:
     result = load(["-"], stdin=StringIO("apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n"))
+    assert result.config is not None and not result.errors
+    assert "unknown kind 'Widget'" in str(result.warnings[0])
+    result = load(
+        ["-"], stdin=StringIO("apiVersion: kueue.x-k8s.io/v1beta2\nkind: Widget\nmetadata: {name: w}\n")
+    )
     assert result.config is None
     assert "unknown kind 'Widget'" in str(result.errors[0])
 

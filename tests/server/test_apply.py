@@ -184,3 +184,31 @@ def test_a_busy_store_is_a_503_in_the_error_shape() -> None:
     assert response.status_code == 503 and response.headers["Retry-After"] == "1"
     body = response.json()
     assert body["reason"] == "Service Unavailable" and "database is locked" in body["message"]
+
+
+CONFIG_MAP = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: team-a}\ndata: {a: b}\n"
+
+
+def test_a_config_map_is_answered_ignored_and_never_stored(plane: Plane) -> None:
+    before = plane.snapshot()
+    alone = plane.apply(CONFIG_MAP, plane.team_a)
+    assert alone.status_code == 422, alone.text
+    assert alone.json()["message"] == (
+        "nothing to apply: not scheduled by gpuq, ignored: 1 ConfigMap; "
+        "a control plane stores only what gpuq schedules"
+    )
+    assert plane.snapshot() == before
+    both = plane.apply(CONFIG_MAP + "---\n" + dump(job("with-config")), plane.team_a)
+    assert both.status_code == 200, both.text
+    assert [(r["kind"], r["name"], r["action"]) for r in both.json()["results"]] == [
+        ("Job", "with-config", "created"),
+        ("ConfigMap", "settings", "ignored"),
+    ]
+    assert [o for o in plane.store.list_objects() if o.kind == "ConfigMap"] == []
+
+
+def test_a_kind_of_another_project_is_refused_by_a_live_apply(plane: Plane) -> None:
+    response = plane.apply("apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n", plane.admin)
+    assert response.status_code == 422, response.text
+    (diagnostic,) = response.json()["diagnostics"]
+    assert "unknown kind 'Widget' in apiVersion 'example.com/v1'" in diagnostic["message"]

@@ -19,3 +19,20 @@ def test_a_job_named_past_63_characters_is_refused_and_nothing_is_written(plane:
     assert diagnostic["text"].startswith(f"<request>:1: Job/{name}: metadata.name: invalid Job name")
     assert plane.snapshot() == before
     assert plane.apply(dump(job("j" * 63)), plane.team_a).status_code == 200
+
+
+def test_a_job_with_generate_name_is_named_by_the_server_and_the_answer_gives_the_name(plane: Plane) -> None:
+    document = job("unused")
+    document["metadata"] = {**document["metadata"], "generateName": "sample-job-"}
+    del document["metadata"]["name"]
+    names = []
+    for _ in range(2):
+        response = plane.apply(dump(document), plane.team_a)
+        assert response.status_code == 200, response.text
+        (result,) = response.json()["results"]
+        assert result["action"] == "created"
+        names.append(result["name"])
+    assert all(n.startswith("sample-job-") and len(n) == len("sample-job-") + 5 for n in names)
+    assert names[0] != names[1]  # drawn at random, each apply a new object (as kubectl create)
+    stored = {w.name for w in plane.store.list_workloads()}
+    assert set(names) <= stored

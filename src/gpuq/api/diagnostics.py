@@ -66,6 +66,7 @@ class Diagnostic:
 
 
 STAYS_PENDING = "the workload stays pending (an error for gpuq validate)"
+QUEUE_STAYS_PENDING = "the queue is inactive and its workloads stay pending (an error for gpuq validate)"
 
 
 def as_loaded(diagnostic: Diagnostic, strict: bool) -> Diagnostic:
@@ -73,7 +74,8 @@ def as_loaded(diagnostic: Diagnostic, strict: bool) -> Diagnostic:
     (``gpuq validate``), otherwise a warning saying that the workload stays pending."""
     if not diagnostic.stays_pending or strict or diagnostic.severity == "warning":
         return diagnostic
-    return replace(diagnostic, severity="warning", message=f"{diagnostic.message}: {STAYS_PENDING}")
+    said = QUEUE_STAYS_PENDING if diagnostic.kind in ("LocalQueue", "ClusterQueue") else STAYS_PENDING
+    return replace(diagnostic, severity="warning", message=f"{diagnostic.message}: {said}")
 
 
 def sort_diagnostics(diagnostics: Iterable[Diagnostic]) -> tuple[Diagnostic, ...]:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from gpuq.core.quantity import QuantityError, parse_quantity
@@ -338,6 +338,57 @@ class AdmissionCheck(Object):
     spec: AdmissionCheckSpec
 
 
+# --- MultiKueue (apis/kueue/v1beta2/multikueue_types.go) ------------------------------------
+# Read and cross-checked; dispatch to worker clusters is not modelled (references.py warns).
+
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+
+
+class MultiKueueKubeConfig(Strict):
+    location: Annotated[str, Field(min_length=1, max_length=256)]
+    location_type: Literal["Secret", "Path"] = "Secret"
+
+
+class ClusterProfileReference(Strict):
+    name: Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class ClusterSource(Strict):
+    """``+kubebuilder:validation:ExactlyOneOf=kubeConfig;clusterProfileRef``."""
+
+    kube_config: MultiKueueKubeConfig | None = None
+    cluster_profile_ref: ClusterProfileReference | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ClusterSource:
+        if (self.kube_config is None) == (self.cluster_profile_ref is None):
+            raise ValueError("exactly one of kubeConfig and clusterProfileRef must be set")
+        return self
+
+
+class MultiKueueClusterSpec(Strict):
+    cluster_source: ClusterSource
+
+
+class MultiKueueCluster(Object):
+    spec: MultiKueueClusterSpec
+
+
+class MultiKueueConfigSpec(Strict):
+    clusters: Annotated[list[Annotated[str, Field(max_length=256)]], Field(min_length=1, max_length=20)]
+    quota_management: Literal["Manual", "Automated"] | None = None
+
+    @model_validator(mode="after")
+    def _unique(self) -> MultiKueueConfigSpec:
+        if len(set(self.clusters)) != len(self.clusters):
+            raise ValueError("clusters must be unique")
+        return self
+
+
+class MultiKueueConfig(Object):
+    spec: MultiKueueConfigSpec
+
+
 class RetryStrategy(Strict):
     backoff_limit_count: int = 3
     backoff_base_seconds: int = 60
@@ -627,6 +678,8 @@ for _model in (
 KINDS[(CONFIG_GROUP, "Configuration")] = Configuration
 KINDS[("scheduling.k8s.io", "PriorityClass")] = PriorityClass
 KINDS[("", "Namespace")] = Namespace
+KINDS[(KUEUE_GROUP, "MultiKueueConfig")] = MultiKueueConfig
+KINDS[(KUEUE_GROUP, "MultiKueueCluster")] = MultiKueueCluster
 V1ALPHA1_KINDS = frozenset({"Cohort", "Topology"})
 NAMESPACED_KINDS = frozenset({"LocalQueue", "Workload", "ResourceClaimTemplate", "ResourceClaim"})
 
@@ -669,6 +722,8 @@ def upgrade(doc: dict[str, Any]) -> tuple[dict[str, Any], list[Rename]]:
     elif doc.get("kind") == "Cohort" and "parent" in spec:
         spec["parentName"] = spec.pop("parent")
         renames.append((("spec", "parent"), ("spec", "parentName")))
+    elif doc.get("kind") == "MultiKueueCluster":
+        renames += _upgrade_multikueue_cluster(spec)
     return {**doc, "apiVersion": f"{KUEUE_GROUP}/v1beta2", "spec": spec}, renames
 
 
@@ -700,3 +755,56 @@ def _upgrade_cluster_queue(spec: dict[str, Any]) -> list[Rename]:
     elif checks is not None:
         spec["admissionChecks"] = checks  # not a list: let validation report it
     return renames
+
+
+def _upgrade_multikueue_cluster(spec: dict[str, Any]) -> list[Rename]:
+    """v1beta1 ``spec.kubeConfig`` (and ``clusterProfileRef``) move under ``spec.clusterSource``
+    (``Convert_v1beta1_MultiKueueClusterSpec_To_v1beta2_MultiKueueClusterSpec``)."""
+    renames: list[Rename] = []
+    source: dict[str, Any] = {}
+    for key in ("kubeConfig", "clusterProfileRef"):
+        if key in spec:
+            source[key] = spec.pop(key)
+            renames.append((("spec", key), ("spec", "clusterSource", key)))
+    if source:
+        spec["clusterSource"] = source
+    return renames
+
+
+_V1BETA2_WORKLOAD_PRIORITY = (
+    "v1beta2 names the class in spec.priorityClassRef {group, kind, name} "
+    "(apis/kueue/v1beta1/workload_conversion.go)"
+)
+WRONG_VERSION_FIELDS: dict[tuple[str, str], dict[str, str]] = {
+    ("Workload", "v1beta2"): {
+        "priorityClassName": _V1BETA2_WORKLOAD_PRIORITY,
+        "priorityClassSource": _V1BETA2_WORKLOAD_PRIORITY,
+    },
+    ("ClusterQueue", "v1beta1"): {"cohortName": "v1beta1 names the cohort in spec.cohort"},
+    ("ClusterQueue", "v1beta2"): {"cohort": "v1beta2 names the cohort in spec.cohortName"},
+    ("Cohort", "v1beta2"): {"parent": "v1beta2 names the parent in spec.parentName"},
+    ("Cohort", "v1beta1"): {"parentName": "v1beta1 names the parent in spec.parent"},
+}
+"""(kind, version) -> spec fields of the other version -> where this version has them."""
+
+
+def wrong_version_fields(doc: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """``doc`` without the spec fields another version of its Kueue kind has (:data:`WRONG_VERSION_FIELDS`),
+    and ``(field, message)`` for each: Kueue's CRD schema does not know them, so the API server prunes
+    them (or ``kubectl apply``'s strict field validation refuses the object): gpuq warns and drops them,
+    never reading them as the other version's fields."""
+    group, version = split_api_version(str(doc.get("apiVersion", "")))
+    fields = WRONG_VERSION_FIELDS.get((str(doc.get("kind")), version)) if group == KUEUE_GROUP else None
+    spec = doc.get("spec")
+    if not fields or not isinstance(spec, dict) or not fields.keys() & spec.keys():
+        return doc, []
+    found = [
+        (
+            key,
+            f"unknown field in {KUEUE_GROUP}/{version}: {hint}; the API server drops it (kubectl apply's "
+            "strict field validation refuses it): ignored",
+        )
+        for key, hint in fields.items()
+        if key in spec
+    ]
+    return {**doc, "spec": {k: v for k, v in spec.items() if k not in fields}}, found

@@ -8,7 +8,8 @@
    (``kind: List`` documents are expanded; empty documents are skipped); a text whose
    YAML aliases would expand it past :data:`MAX_ALIAS_NODES` nodes (a "billion laughs"),
    whose aliases recurse, or that nests deeper than :data:`MAX_DEPTH` is refused with one
-   diagnostic before anything walks it;
+   diagnostic before anything walks it; a document with only ``metadata.generateName`` gets the
+   name an API server would give it, deterministic here (:func:`name_documents`);
 3. turn each document into a typed model (:mod:`gpuq.api.kueue`), workload
    sources through :mod:`gpuq.api.sources`; type errors become error
    diagnostics, unknown fields warnings; sources without a queue-name label get
@@ -44,7 +45,9 @@ from gpuq.api import (
     convert,
     dra,
     dra_checks,
+    foreign_kinds,
     frameworks,
+    generated_names,
     kueue,
     machine_checks,
     nodes_convert,
@@ -84,22 +87,9 @@ its anchor's whole subtree again): past it the text is refused, in milliseconds,
 by whatever walks it next (a 620-byte "billion laughs" expands to 10^9 nodes)."""
 MAX_DEPTH = 100
 """Deepest nesting of collections a YAML text may have (Kubernetes manifests need about 15)."""
-FOREIGN_KINDS = frozenset(
-    {
-        ("", "ConfigMap"),
-        ("", "ResourceQuota"),
-        ("networking.k8s.io", "NetworkPolicy"),
-        ("rbac.authorization.k8s.io", "Role"),
-        ("rbac.authorization.k8s.io", "RoleBinding"),
-        ("rbac.authorization.k8s.io", "ClusterRole"),
-        ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-        ("monitoring.coreos.com", "PrometheusRule"),
-        ("karpenter.sh", "NodePool"),
-        ("karpenter.k8s.aws", "EC2NodeClass"),
-    }
-)
-"""(API group, kind) of objects that ``gpuq export k8s`` writes beside the configuration and that
-decide nothing gpuq simulates: skipped silently, so an exported directory loads back."""
+FOREIGN_KINDS = foreign_kinds.IGNORED_KINDS
+"""(API group, kind) of objects that decide nothing gpuq schedules (ConfigMaps, RBAC, what ``gpuq export
+k8s`` writes beside the configuration...): listed in :attr:`LoadResult.ignored`, never errors."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +109,21 @@ class LoadResult:
     nodes: tuple[Node, ...] = ()
     node_pools: tuple[NodePoolSummary, ...] = ()
     gpu_catalogue: GPUCatalogue = field(default=DEFAULT_CATALOGUE, repr=False)
+    ignored: tuple[foreign_kinds.IgnoredObject, ...] = ()
+    """Objects not scheduled by gpuq (:mod:`gpuq.api.foreign_kinds`), in input order: the verbs print
+    :attr:`ignored_summary`."""
+
+    @property
+    def ignored_summary(self) -> str | None:
+        """One line counting :attr:`ignored` by kind, or None."""
+        return foreign_kinds.summary(self.ignored)
+
+    @property
+    def foreign_notes(self) -> tuple[str, ...]:
+        """What the verbs that print no warnings still say about the input: :attr:`ignored_summary`
+        and the warnings about kinds gpuq does not read (skipped, :func:`foreign_kinds.classify`)."""
+        skipped = [str(d) for d in self.warnings if d.field == "kind"]
+        return (*([self.ignored_summary] if self.ignored_summary else []), *skipped)
 
     @property
     def errors(self) -> tuple[Diagnostic, ...]:
@@ -148,19 +153,26 @@ def load(
     *,
     strict: bool = False,
     cache: dict[str, str] | None = None,
+    name_seed: int = 0,
 ) -> LoadResult:
     """Read every manifest under ``paths`` and return the configuration, workloads and diagnostics.
 
     Diagnostics of all files (errors and warnings) are sorted by ``(path, line)``. ``strict``
     (``gpuq validate``) makes the ``stays_pending`` findings errors; otherwise they are warnings
-    and their workloads load (and stay pending, as Kueue leaves them).
+    and their workloads load (and stay pending, as Kueue leaves them). ``name_seed`` seeds the
+    names of documents with ``metadata.generateName`` (:func:`name_documents`).
     """
     diagnostics: list[Diagnostic] = []
-    return load_texts(_read_inputs(paths, stdin, diagnostics, cache), diagnostics, strict=strict)
+    texts = _read_inputs(paths, stdin, diagnostics, cache)
+    return load_texts(texts, diagnostics, strict=strict, name_seed=name_seed)
 
 
 def load_texts(
-    texts: Iterable[tuple[str, str]], diagnostics: list[Diagnostic] | None = None, *, strict: bool = False
+    texts: Iterable[tuple[str, str]],
+    diagnostics: list[Diagnostic] | None = None,
+    *,
+    strict: bool = False,
+    name_seed: int = 0,
 ) -> LoadResult:
     """:func:`load` for documents already in memory: ``(display path, YAML or JSON text)`` pairs, as a
     control plane holds the objects it was given."""
@@ -170,7 +182,7 @@ def load_texts(
         parsed, errors = parse_documents(path, text)
         diagnostics += errors
         documents += parsed
-    return load_documents(documents, diagnostics, strict=strict)
+    return load_documents(documents, diagnostics, strict=strict, name_seed=name_seed)
 
 
 def load_objects(objects: Iterable[tuple[str, Mapping[str, Any]]], *, strict: bool = False) -> LoadResult:
@@ -181,12 +193,14 @@ def load_objects(objects: Iterable[tuple[str, Mapping[str, Any]]], *, strict: bo
 
 
 def load_documents(
-    documents: Iterable[Document], diagnostics: list[Diagnostic], *, strict: bool = False
+    documents: Iterable[Document], diagnostics: list[Diagnostic], *, strict: bool = False, name_seed: int = 0
 ) -> LoadResult:
     """Steps 2 onwards of :func:`load`: documents become manifests, are checked and converted."""
     manifests: list[Manifest] = []
     broken: list[references.ObjectKey] = []
+    ignored: list[foreign_kinds.IgnoredObject] = []
     items = [item for document in documents for item in expand_lists(document, diagnostics)]
+    items = list(name_documents(items, name_seed))  # generateName first: pod groups, runtimes see names
     kueue_config = _configuration(items)
     context = SourceContext.of(item.data for item in items)  # the second pass reads sources against it
     derived: list[Document] = []  # read together: a pod group's pods, a Tekton run and its Pipeline
@@ -196,7 +210,7 @@ def load_documents(
         if sources_derived.is_derived(item.data):
             derived.append(item)
             continue
-        manifest = read_manifest(item, diagnostics, broken, context)
+        manifest = read_manifest(item, diagnostics, broken, context, ignored)
         if manifest is not None:
             manifests.append(manifest)
             manifests += _serving_pod_workloads(item, manifest, diagnostics, broken)
@@ -212,14 +226,14 @@ def load_documents(
     diagnostics += machine_checks.validate_machines(manifests)
     diagnostics = [as_loaded(d, strict) for d in diagnostics]
     if any(d.severity == "error" and not d.stays_pending for d in diagnostics):  # those convert
-        return LoadResult(None, (), sort_diagnostics(diagnostics), tuple(manifests))
+        return LoadResult(None, (), sort_diagnostics(diagnostics), tuple(manifests), ignored=tuple(ignored))
     config, workloads = convert.convert(manifests)
     found = nodes_convert.convert_machines(manifests)
     diagnostics += [as_loaded(d, strict) for d in references.validate_capacity(manifests, config, workloads)]
     diagnostics += machine_checks.placement_warnings(manifests, config, found.nodes)
     diagnostics += machine_checks.oversized_pods(manifests, workloads, found.nodes)
     if any(d.severity == "error" for d in diagnostics):
-        return LoadResult(None, (), sort_diagnostics(diagnostics), tuple(manifests))
+        return LoadResult(None, (), sort_diagnostics(diagnostics), tuple(manifests), ignored=tuple(ignored))
     return LoadResult(
         config,
         tuple(workloads),
@@ -228,6 +242,7 @@ def load_documents(
         found.nodes,
         found.node_pools,
         found.catalogue,
+        tuple(ignored),
     )
 
 
@@ -271,21 +286,21 @@ def load_workloads(
     broken: list[references.ObjectKey] = []
     manifests: list[Manifest] = []
     kueue_config = base.claims.config
-    for document in documents:
-        for item in expand_lists(document, diagnostics):
-            if _unmanaged(item, kueue_config, diagnostics):
-                continue
-            if isinstance(item.data, dict) and is_runtime(
-                str(item.data.get("apiVersion")), str(item.data.get("kind"))
-            ):
-                return None  # a TrainJob's runtime: other sources may need it, load everything
-            if sources_derived.is_derived(item.data):
-                return None
-            manifest = read_manifest(item, diagnostics, broken)
-            if manifest is not None and not isinstance(manifest.model, kueue.Workload):
-                return None
-            if manifest is not None:
-                manifests.append(manifest)
+    items = [item for document in documents for item in expand_lists(document, diagnostics)]
+    for item in name_documents(items):
+        if _unmanaged(item, kueue_config, diagnostics):
+            continue
+        if isinstance(item.data, dict) and is_runtime(
+            str(item.data.get("apiVersion")), str(item.data.get("kind"))
+        ):
+            return None  # a TrainJob's runtime: other sources may need it, load everything
+        if sources_derived.is_derived(item.data):
+            return None
+        manifest = read_manifest(item, diagnostics, broken)
+        if manifest is not None and not isinstance(manifest.model, kueue.Workload):
+            return None
+        if manifest is not None:
+            manifests.append(manifest)
     if broken and any(kind is not kueue.Workload for kind, _, _ in broken):
         return None
     manifests, unqueued = queue_defaulting.default_queues(manifests, base.defaults)
@@ -520,6 +535,19 @@ def expand_lists(document: Document, diagnostics: list[Diagnostic]) -> Iterator[
         yield from expand_lists(Document(document.path, document.line_of(prefix), item, lines), diagnostics)
 
 
+def name_documents(documents: Sequence[Document], seed: int = 0) -> list[Document]:
+    """``documents`` with a name for each that has only ``metadata.generateName``, as the API server
+    would give it (:func:`gpuq.api.generated_names.plan_names`: deterministic from ``seed``, the file and
+    the line); the name's diagnostics point at the ``generateName`` line."""
+    planned = generated_names.plan_names([(d.path, d.line, d.data) for d in documents], seed)
+    out = list(documents)
+    for index, name in planned.items():
+        document = documents[index]
+        lines = {**document.lines, ("metadata", "name"): document.line_of(("metadata", "generateName"))}
+        out[index] = Document(document.path, document.line, generated_names.named(document.data, name), lines)
+    return out
+
+
 # --- step 3: typed objects ------------------------------------------------------------------
 
 
@@ -528,13 +556,16 @@ def read_manifest(
     diagnostics: list[Diagnostic],
     broken: list[references.ObjectKey] | None = None,
     context: SourceContext | None = None,
+    ignored: list[foreign_kinds.IgnoredObject] | None = None,
 ) -> Manifest | None:
     """Turn one document into a :class:`Manifest`, appending what was wrong to ``diagnostics``.
 
     Objects of a known kind that fail type validation are added to ``broken``
     so that references to them are not reported as missing as well. ``context``
     holds the objects sources refer to (Trainer runtimes, which give no manifest
-    of their own); a source whose referenced object is missing stays pending.
+    of their own); a source whose referenced object is missing stays pending. A kind no reader
+    takes is classified by :func:`gpuq.api.foreign_kinds.classify`: appended to ``ignored``, or an
+    error, or a warning naming its file and line.
     """
     data = document.data
     if not isinstance(data, dict):
@@ -554,12 +585,20 @@ def read_manifest(
     if serving.is_serving_kind(api_version, kind):  # Deployment, HPA, ScaledObject, KServe... (serving.py)
         return serving.read_document(document.path, document.line, data, document.lines, diagnostics)
     model = kueue.model_for(api_version, kind)
-    if model is None and (kueue.split_api_version(api_version)[0], kind) in FOREIGN_KINDS:
-        return None
     if model is None:
-        message = f"unknown kind {kind!r} in apiVersion {api_version!r}"
-        diagnostics.append(_doc_error(document, ("kind",), message))
+        verdict = foreign_kinds.classify(kueue.split_api_version(api_version)[0], kind)
+        if verdict == "ignored":
+            if ignored is not None:
+                ignored.append(
+                    foreign_kinds.IgnoredObject(document.path, document.line, kind, _name_of(data))
+                )
+            return None
+        message = foreign_kinds.unknown_kind_message(kind, api_version, verdict)
+        diagnostics.append(_doc_error(document, ("kind",), message, verdict))
         return None
+    data, wrong = kueue.wrong_version_fields(data)
+    for key, message in wrong:
+        diagnostics.append(_doc_error(document, ("spec", key), message, "warning"))
     upgraded, renames = kueue.upgrade(data)
     lines = _renamed_lines(document.lines, renames)
     return _validate_model(document, model, upgraded, lines, (kind, _name_of(data)), diagnostics, broken)
@@ -746,12 +785,14 @@ def _sources() -> ModuleType | None:
 # --- helpers --------------------------------------------------------------------------------
 
 
-def _doc_error(document: Document, parts: FieldPath, message: str) -> Diagnostic:
+def _doc_error(
+    document: Document, parts: FieldPath, message: str, severity: Severity = "error"
+) -> Diagnostic:
     data = document.data if isinstance(document.data, dict) else {}
     kind = str(data.get("kind") or "")
     name = _name_of(data) if kind else ""
     where = Manifest(document.path, document.line, kind, name, "", None, document.lines)
-    return where.diagnostic(parts, message)
+    return where.diagnostic(parts, message, severity)
 
 
 def _name_of(data: dict[str, Any]) -> str:

@@ -27,6 +27,9 @@ _SUBMITTER = "submitter"
 _SUBMITTER_CONTAINER = "ray-job-submitter"
 _SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
 _RAY_FT_ANNOTATION = "ray.io/ft-enabled"
+_ELASTIC_JOB_ANNOTATION = (
+    "kueue.x-k8s.io/elastic-job"  # sources.ELASTIC_JOB_ANNOTATION (sources imports this module)
+)
 _REDIS_CLEANUP_REQUESTS = (("cpu", "200m"), ("memory", "256Mi"))
 """KubeRay's hard-coded Redis cleanup Job requests, folded into the head pod set by Kueue."""
 
@@ -100,8 +103,8 @@ def _ray_cluster_pod_sets(
 
     1. The head template, plus the Redis cleanup requests under GCS fault tolerance.
     2. With in-tree autoscaling, the autoscaler sidecar; Kueue's webhook refuses
-       that for a managed (queue-named) job that is not elastic, and gpuq has
-       no elastic jobs, so only unmanaged clusters may autoscale.
+       that for a managed (queue-named) job that is not elastic
+       (``kueue.x-k8s.io/elastic-job: "true"``, workload slicing).
     3. The worker groups in order.
     """
     metadata = doc["metadata"]
@@ -113,9 +116,12 @@ def _ray_cluster_pod_sets(
     if ft_flag or cluster.get("gcsFaultToleranceOptions") is not None:
         _add_redis_cleanup(head, field)
     if cluster.get("enableInTreeAutoscaling") is True:
-        if queue_name(metadata):
+        elastic = (metadata.get("annotations") or {}).get(_ELASTIC_JOB_ANNOTATION) == "true"
+        if queue_name(metadata) and not elastic:  # raycluster/common.go ValidateCreate
             raise SourceError(
-                f"{field}.enableInTreeAutoscaling", "a Kueue-managed Ray cluster must not autoscale"
+                f"{field}.enableInTreeAutoscaling",
+                "a kueue managed job should only use autoscaling when workload slicing is enabled "
+                '(annotation kueue.x-k8s.io/elastic-job: "true")',
             )
         head["template"]["spec"].setdefault("containers", []).append(_autoscaler_container(cluster))
     return [head, *_ray_workers(cluster, field)]

@@ -5,9 +5,10 @@
 * :func:`validate_capacity` runs on the converted core model and finds
   workloads that no flavor of their ClusterQueue could ever hold.
 
-A workload's missing LocalQueue and a workload that can never fit are ``stays_pending``
-diagnostics (:class:`gpuq.api.diagnostics.Diagnostic`): errors for ``gpuq validate``, warnings
-for the verbs that load the workload and leave it pending, as Kueue does.
+A workload's missing LocalQueue, a LocalQueue's missing ClusterQueue, a ClusterQueue's missing
+ResourceFlavor or AdmissionCheck (Kueue leaves the queue inactive) and a workload that can never fit
+are ``stays_pending`` diagnostics (:class:`gpuq.api.diagnostics.Diagnostic`): errors for
+``gpuq validate``, warnings for the verbs that load the workload and leave it pending, as Kueue does.
 
 Every function returns diagnostics and never raises on bad input.
 """
@@ -60,8 +61,10 @@ def validate_references(manifests: Sequence[Manifest], broken: Sequence[ObjectKe
     out += _cluster_queue_references(index)
     out += _flavor_topologies(index)
     out += _admission_check_parameters(index)
+    out += _multikueue_references(index)
     out += _cohort_cycles(index)
     out += _workload_references(index)
+    out += _elastic_jobs(_present(index, kueue.Workload))
     out += _global_defaults(index)
     out += topology_requests.unknown_levels(manifests)
     return out
@@ -70,7 +73,21 @@ def validate_references(manifests: Sequence[Manifest], broken: Sequence[ObjectKe
 def validate_workload_references(index: Index, workloads: Sequence[Manifest]) -> list[Diagnostic]:
     """:func:`validate_references` for ``workloads`` added to a configuration already checked (its
     ``index``): their LocalQueues and priority classes, and duplicates among them."""
-    return [*_duplicates(workloads), *_workload_references(index, workloads)]
+    return [*_duplicates(workloads), *_workload_references(index, workloads), *_elastic_jobs(workloads)]
+
+
+ELASTIC_NOT_MODELLED = (
+    "elastic job: admitted as its first workload slice; scaling it without requeue (a new slice "
+    "replacing this one, pkg/workloadslicing) is not modelled yet"
+)
+
+
+def _elastic_jobs(workloads: Sequence[Manifest]) -> Iterator[Diagnostic]:
+    """One warning, on the first elastic job's workload, that slice replacement is not modelled."""
+    for manifest in workloads:
+        if manifest.model.metadata.annotations.get("kueue.x-k8s.io/elastic-job") == "true":
+            yield manifest.diagnostic(("metadata", "annotations"), ELASTIC_NOT_MODELLED, "warning")
+            return
 
 
 def _duplicates(manifests: Sequence[Manifest]) -> Iterator[Diagnostic]:
@@ -99,8 +116,9 @@ def _local_queue_targets(index: Index) -> Iterator[Diagnostic]:
     queues = _names(index, kueue.ClusterQueue)
     for manifest in _present(index, kueue.LocalQueue):
         target = manifest.model.spec.cluster_queue
-        if target not in queues:
-            yield manifest.diagnostic(("spec", "clusterQueue"), f"ClusterQueue {target!r} not found")
+        if target not in queues:  # Kueue's workloads there read "ClusterQueue <name> doesn't exist"
+            message = f"ClusterQueue {target!r} not found (Kueue: ClusterQueue {target} doesn't exist)"
+            yield manifest.diagnostic(("spec", "clusterQueue"), message, stays_pending=True)
 
 
 def _cluster_queue_references(index: Index) -> Iterator[Diagnostic]:
@@ -112,12 +130,18 @@ def _cluster_queue_references(index: Index) -> Iterator[Diagnostic]:
             for fi, flavor in enumerate(group.flavors):
                 if flavor.name not in flavors:
                     flavor_at: FieldPath = ("spec", "resourceGroups", gi, "flavors", fi, "name")
-                    yield manifest.diagnostic(flavor_at, f"ResourceFlavor {flavor.name!r} not found")
+                    message = f"ResourceFlavor {flavor.name!r} not found ({_INACTIVE})"
+                    yield manifest.diagnostic(flavor_at, message, stays_pending=True)
         rules = spec.admission_checks_strategy.admission_checks if spec.admission_checks_strategy else []
         for ri, rule in enumerate(rules):
             if rule.name not in checks:
                 at = ("spec", "admissionChecksStrategy", "admissionChecks", ri, "name")
-                yield manifest.diagnostic(at, f"AdmissionCheck {rule.name!r} not found")
+                message = f"AdmissionCheck {rule.name!r} not found ({_INACTIVE})"
+                yield manifest.diagnostic(at, message, stays_pending=True)
+
+
+_INACTIVE = "Kueue: Can't admit new workloads"
+"""Kueue's ClusterQueue Active=False condition (pkg/cache/scheduler/clusterqueue.go, inactiveReason)."""
 
 
 def _flavor_topologies(index: Index) -> Iterator[Diagnostic]:
@@ -141,6 +165,41 @@ def _admission_check_parameters(index: Index) -> Iterator[Diagnostic]:
         if params.name not in configs:
             at = ("spec", "parameters", "name")
             yield manifest.diagnostic(at, f"ProvisioningRequestConfig {params.name!r} not found")
+
+
+MULTIKUEUE_NOT_MODELLED = (
+    "MultiKueue dispatch to worker clusters is not modelled yet: the workloads of a ClusterQueue with "
+    "this check reserve quota here and stay pending with the check's state, as in a manager cluster "
+    "without workers"
+)
+
+
+def _multikueue_references(index: Index) -> Iterator[Diagnostic]:
+    """A MultiKueue AdmissionCheck names a MultiKueueConfig (``spec.parameters``), whose clusters name
+    MultiKueueClusters (Kueue's multikueue admissioncheck controller reports them missing); one
+    warning, on the first such check, that dispatch is not modelled."""
+    configs = _names(index, kueue.MultiKueueConfig)
+    clusters = _names(index, kueue.MultiKueueCluster)
+    checks = [
+        m
+        for m in _present(index, kueue.AdmissionCheck)
+        if m.model.spec.controller_name == kueue.MULTIKUEUE_CONTROLLER
+    ]
+    for manifest in checks:
+        params = manifest.model.spec.parameters
+        if params is None or params.kind != "MultiKueueConfig" or params.api_group != kueue.KUEUE_GROUP:
+            message = "a MultiKueue AdmissionCheck's parameters must name a kueue.x-k8s.io MultiKueueConfig"
+            yield manifest.diagnostic(("spec", "parameters"), message)
+        elif params.name not in configs:
+            yield manifest.diagnostic(
+                ("spec", "parameters", "name"), f"MultiKueueConfig {params.name!r} not found"
+            )
+    if checks:
+        yield checks[0].diagnostic(("spec", "controllerName"), MULTIKUEUE_NOT_MODELLED, "warning")
+    for manifest in _present(index, kueue.MultiKueueConfig):
+        for ci, name in enumerate(manifest.model.spec.clusters):
+            if name not in clusters:
+                yield manifest.diagnostic(("spec", "clusters", ci), f"MultiKueueCluster {name!r} not found")
 
 
 def _cohort_cycles(index: Index) -> Iterator[Diagnostic]:

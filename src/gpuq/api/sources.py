@@ -22,7 +22,10 @@ way Kueue's job integrations build one (``pkg/controller/jobs/*``,
 gpuq differs from Kueue on purpose in a few places: the ``job-uid`` label is
 set only when the source carries ``metadata.uid``; ``spec.active`` and
 finalizers are left out; topology requests stay in the pod templates'
-annotations; elastic jobs (workload slicing) and pod groups are refused.
+annotations; pod groups are refused. An elastic job (``kueue.x-k8s.io/elastic-job: "true"``) becomes
+its first workload slice, as ``jobframework.prepareWorkloadSlice`` builds it (the annotation and
+``kueue.x-k8s.io/workload-slice-name``), and is admitted like any job; scaling it later (a new slice
+replacing the old one without requeue) is not modelled (the loader warns).
 """
 
 from __future__ import annotations
@@ -55,6 +58,9 @@ JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 JOB_MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
+WORKLOAD_SLICE_NAME_ANNOTATION = "kueue.x-k8s.io/workload-slice-name"
+TOPOLOGY_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+TOPOLOGY_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 PROVREQ_ANNOTATION_PREFIX = "provreq.kueue.x-k8s.io/"
 SOURCE_ANNOTATION = "gpuq.dev/source"
@@ -297,10 +303,6 @@ def to_workload(
     if kind is None:
         raise SourceError("kind", f"{doc.get('apiVersion')}/{kind_name} is not a workload source")
     metadata = _metadata(doc)
-    if str((metadata.get("annotations") or {}).get(ELASTIC_JOB_ANNOTATION, "")).lower() == "true":
-        raise SourceError(
-            f"metadata.annotations[{ELASTIC_JOB_ANNOTATION}]", "elastic jobs are not supported by gpuq"
-        )
     spec = mapping_field(doc.get("spec"), "spec")
     with_metadata = {**doc, "metadata": metadata}
     if kind.resolving is not None:
@@ -308,6 +310,9 @@ def to_workload(
     else:
         assert kind.pod_sets is not None
         pod_sets = kind.pod_sets(with_metadata, spec)
+    elastic = is_elastic(metadata)
+    if elastic:
+        _check_elastic(str(kind_name), pod_sets)
     custom = kind.priority_class(spec) if kind.priority_class else None
     priority_name, priority_source = _priority(metadata, custom, pod_sets)
     name = workload_name(metadata["name"], str(metadata.get("uid") or ""), str(kind_name), kind.group)
@@ -317,9 +322,34 @@ def to_workload(
     max_exec = _max_exec_seconds(metadata.get("labels") or {})
     if max_exec is not None:
         workload_spec["maximumExecutionTimeSeconds"] = max_exec
+    workload_metadata = _workload_metadata(metadata, str(kind_name), name, label_keys_to_copy)
+    if elastic:  # jobframework prepareWorkloadSlice: the first slice is its own origin
+        workload_metadata["annotations"][ELASTIC_JOB_ANNOTATION] = "true"
+        workload_metadata["annotations"][WORKLOAD_SLICE_NAME_ANNOTATION] = name
     return {
         "apiVersion": WORKLOAD_API_VERSION,
         "kind": "Workload",
-        "metadata": _workload_metadata(metadata, str(kind_name), name, label_keys_to_copy),
+        "metadata": workload_metadata,
         "spec": workload_spec,
     }
+
+
+def is_elastic(metadata: Mapping[str, Any]) -> bool:
+    """Kueue's ``workloadslicing.Enabled``: the annotation is exactly ``"true"`` (the
+    ElasticJobsViaWorkloadSlices gate is beta and on by default since v0.18, as gpuq assumes)."""
+    return (metadata.get("annotations") or {}).get(ELASTIC_JOB_ANNOTATION) == "true"
+
+
+def _check_elastic(kind: str, pod_sets: list[dict[str, Any]]) -> None:
+    """Kueue's Job webhook (``pkg/controller/jobs/job/job_webhook.go``): an elastic Job cannot use
+    partial admission, nor a required or preferred topology."""
+    if kind != "Job":
+        return
+    if "minCount" in pod_sets[0]:
+        field = f"metadata.annotations[{JOB_MIN_PARALLELISM_ANNOTATION}]"
+        raise SourceError(field, "partial admission and elastic job cannot be used together")
+    annotations = (pod_sets[0]["template"].get("metadata") or {}).get("annotations") or {}
+    for mode, key in (("required", TOPOLOGY_REQUIRED), ("preferred", TOPOLOGY_PREFERRED)):
+        if key in annotations:
+            field = f"spec.template.metadata.annotations[{key}]"
+            raise SourceError(field, f"{mode} topology is not supported with elastic jobs")

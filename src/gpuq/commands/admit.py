@@ -17,7 +17,7 @@ from rich.table import Table
 from gpuq.api.kueue import parse_duration
 from gpuq.api.loader import LoadResult, load
 from gpuq.commands.eta import EtaError, eta_document, forecast_file, print_etas
-from gpuq.commands.render import OutputFormat, error, out, print_diagnostics, warning, write_document
+from gpuq.commands.render import OutputFormat, error, note, out, print_diagnostics, warning, write_document
 from gpuq.core.admission import Scheduler
 from gpuq.core.cycles import AdmitRun, StopKind, StopReason, run_cycles
 from gpuq.core.nodes import HOSTNAME_LABEL, is_device_resource
@@ -147,6 +147,8 @@ def load_valid(files: list[str]) -> LoadResult:
     if result.errors:
         print_diagnostics(result.diagnostics)
         raise typer.Exit(1)
+    for line in result.foreign_notes:
+        note(line)
     assert result.config is not None
     return result
 

@@ -70,6 +70,11 @@ def error(message: str) -> None:
     err.print(f"error: {message}", style="red", highlight=False)
 
 
+def note(message: str) -> None:
+    """``note: message`` on stderr, plain: what the input held that changes nothing."""
+    err.print(f"note: {message}", highlight=False, markup=False, soft_wrap=True)
+
+
 def warning(message: str) -> None:
     """``warning: message`` on stderr, in yellow."""
     err.print(f"warning: {message}", style="yellow", highlight=False)

@@ -106,7 +106,7 @@ def simulate(
             "(the Scenario's generator or trace is the workload source)",
             highlight=False,
         )
-    for note in workloads.notes:
+    for note in (*plan.notes, *workloads.notes):
         err.print(f"note: {note}", highlight=False, markup=False)
     _report_bad_rows(list(workloads.bad_rows), workloads.rows)
     target = out_dir or Path("gpuq-out") / plan.name

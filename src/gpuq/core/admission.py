@@ -167,14 +167,20 @@ class Scheduler:
         cq = self.config.cluster_queues[name]
         if cq.stop_policy != StopPolicy.NONE:
             return f"ClusterQueue {name} is stopped ({cq.stop_policy})"
-        for group in cq.resource_groups:
-            for flavor in group.flavors:
-                if flavor.name not in self.config.flavors:
-                    return f"ClusterQueue {name} is inactive: flavor {flavor.name} not found"
-        for rule in cq.admission_checks:
-            check = self.config.admission_checks.get(rule.name)
-            if check is None or not check.active:
-                return f"ClusterQueue {name} is inactive: admission check {rule.name} not found or inactive"
+        # Kueue's clusterQueue.inactiveReason (pkg/cache/scheduler/clusterqueue.go): the workload reads
+        # "ClusterQueue <name> is inactive" (workload_controller.go getQueueBlocker), the queue's
+        # Active condition "Can't admit new workloads: <messages>."; both are shown.
+        flavors = [f.name for g in cq.resource_groups for f in g.flavors if f.name not in self.config.flavors]
+        checks = [(rule.name, self.config.admission_checks.get(rule.name)) for rule in cq.admission_checks]
+        missing = [check for check, found in checks if found is None]
+        inactive = [check for check, found in checks if found is not None and not found.active]
+        messages = [
+            *([f"references missing ResourceFlavor(s): {','.join(flavors)}"] if flavors else []),
+            *([f"references missing AdmissionCheck(s): {','.join(missing)}"] if missing else []),
+            *([f"references inactive AdmissionCheck(s): {','.join(inactive)}"] if inactive else []),
+        ]
+        if messages:
+            return f"ClusterQueue {name} is inactive: Can't admit new workloads: {', '.join(messages)}."
         if self.state.tree.in_cycle(name):
             return f"ClusterQueue {name} is inactive: its cohort tree has a cycle"
         return ""

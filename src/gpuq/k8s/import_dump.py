@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuq.api import kueue
+from gpuq.api import foreign_kinds, kueue
 from gpuq.api.diagnostics import Diagnostic, Manifest
 from gpuq.api.loader import Document, expand_lists, parse_documents, read_manifest, workload_role
 
@@ -106,6 +106,7 @@ def read_dump(texts: Iterable[tuple[str, str]]) -> tuple[list[DumpObject], list[
     objects: list[DumpObject] = []
     read_any = False
     paths: list[str] = []
+    ignored: list[foreign_kinds.IgnoredObject] = []
     for path, text in texts:
         paths.append(path)
         documents, errors = parse_documents(path, text)
@@ -113,16 +114,20 @@ def read_dump(texts: Iterable[tuple[str, str]]) -> tuple[list[DumpObject], list[
         for document in documents:
             for item in expand_lists(document, diagnostics):
                 read_any = True
-                found = _read_item(item, diagnostics)
+                found = _read_item(item, diagnostics, ignored)
                 if found is not None:
                     objects.append(found)
     if not read_any and not any(d.severity == "error" for d in diagnostics):
         where = ", ".join(paths) or "<stdin>"
         diagnostics.append(Diagnostic(where, 1, "", "", "", "the dump holds no objects"))
+    if (said := foreign_kinds.summary(ignored)) is not None:  # one line, not one per ConfigMap
+        diagnostics.append(Diagnostic(ignored[0].path, ignored[0].line, "", "", "", said, "warning"))
     return objects, diagnostics
 
 
-def _read_item(item: Document, diagnostics: list[Diagnostic]) -> DumpObject | None:
+def _read_item(
+    item: Document, diagnostics: list[Diagnostic], ignored: list[foreign_kinds.IgnoredObject]
+) -> DumpObject | None:
     data = item.data
     if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
         _typed(item, diagnostics)  # the loader reports what is missing
@@ -133,6 +138,9 @@ def _read_item(item: Document, diagnostics: list[Diagnostic]) -> DumpObject | No
     name = str(meta.get("name") or "")
     namespace = str(meta.get("namespace") or "")
     role = workload_role(str(data.get("apiVersion", "")), kind) or ""
+    if (group, kind) not in IMPORTED_KINDS and not role and foreign_kinds.classify(group, kind) == "ignored":
+        ignored.append(foreign_kinds.IgnoredObject(item.path, item.line, kind, name))
+        return None
     if (group, kind) not in IMPORTED_KINDS and not role:
         shown = f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
         message = f"{shown} ({data.get('apiVersion')}) is not a kind gpuq imports; skipped"

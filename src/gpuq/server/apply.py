@@ -6,7 +6,11 @@ A request is one YAML or JSON text of one or many documents (``kind: List`` expa
 1. read the documents (a syntax error, an empty body, YAML aliases that expand past
    ``loader.MAX_ALIAS_NODES``, also in the YAML a manifest holds in a string (a RayJob's
    ``runtimeEnvYAML``, a RayService's ``serveConfigV2``), or a kind a live control plane
-   refuses is a 422 with the loader's diagnostics, file ``<request>``);
+   refuses is a 422 with the loader's diagnostics, file ``<request>``); a document with only
+   ``metadata.generateName`` is named here, at random as an API server names it, and the answer
+   gives that name; a document of a kind gpuq does not schedule (a ConfigMap, RBAC:
+   ``gpuq.api.foreign_kinds``) is answered ``ignored`` and never stored (a request of only those is
+   a 422 saying so);
 2. (the route authorizes every document's kind and namespace here: 403);
 3. validate the documents together with the stored configuration objects through the
    loader, documents replacing the stored objects of the same key: any error (missing
@@ -44,7 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuq.api import kueue, machine_checks, sources_derived
+from gpuq.api import foreign_kinds, generated_names, kueue, machine_checks, sources_derived
 from gpuq.api.diagnostics import Diagnostic
 from gpuq.api.loader import (
     MAX_DEPTH,
@@ -91,6 +95,7 @@ class Item:
     line: int
     key: tuple[str, str, str]
     source: Document | None = None  # as read (with its field lines), for validation
+    ignored: bool = False  # not scheduled by gpuq (``foreign_kinds``): answered ``ignored``, never stored
 
     @property
     def kind(self) -> str:
@@ -169,10 +174,14 @@ def read_request(text: str) -> list[Item]:
     items: list[Item] = []
     for document in documents:
         for part in expand_lists(document, diagnostics):
+            part = _named(part)
             data = part.data
             if (refusal := sources_derived.live_refusal(data)) is not None:  # admit and simulate only
                 name = str((data.get("metadata") or {}).get("name") or "")
                 diagnostics.append(Diagnostic(REQUEST, part.line, str(data["kind"]), name, "kind", refusal))
+                continue
+            if (ignored := _ignored_item(part)) is not None:
+                items.append(ignored)
                 continue
             key = document_key(data)
             refused = str(data.get("kind")) if isinstance(data, dict) else ""
@@ -182,6 +191,7 @@ def read_request(text: str) -> list[Item]:
                 )
                 continue
             if key is None or not isinstance(data, dict) or key[0] not in STORED_KINDS:
+                diagnostics += _not_read(part)
                 items.append(Item({}, part.line, ("", "", "")))  # unknown: the loader says what is wrong
                 continue
             kind = str(data["kind"])
@@ -204,6 +214,51 @@ def read_request(text: str) -> list[Item]:
     if not items:
         raise ApiError(422, "the request holds no document")
     return items
+
+
+def _ignored_item(part: Document) -> Item | None:
+    """An :class:`Item` marked ``ignored`` for a document of a kind gpuq does not schedule (a ConfigMap,
+    RBAC...: ``foreign_kinds.classify``), else None."""
+    data = part.data
+    if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
+        return None
+    api_version, kind = str(data.get("apiVersion") or ""), str(data["kind"])
+    if kueue.model_for(api_version, kind) is not None or kind in STORED_KINDS:
+        return None
+    if foreign_kinds.classify(kueue.split_api_version(api_version)[0], kind) != "ignored":
+        return None
+    metadata = data.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    key = (kind, str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+    return Item(data, part.line, key, part, ignored=True)
+
+
+def _not_read(part: Document) -> list[Diagnostic]:
+    """A document of a kind no reader of gpuq takes, which the loader only warns of (another project's
+    kind): an error here, where nothing half-read is stored."""
+    data = part.data
+    if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
+        return []
+    api_version, kind = str(data.get("apiVersion") or ""), str(data["kind"])
+    group = kueue.split_api_version(api_version)[0]
+    if kueue.model_for(api_version, kind) is not None or foreign_kinds.classify(group, kind) != "warning":
+        return []
+    metadata = data.get("metadata")
+    name = str(metadata.get("name") or "") if isinstance(metadata, dict) else ""
+    message = f"unknown kind {kind!r} in apiVersion {api_version!r}: gpuq does not read it"
+    return [Diagnostic(REQUEST, part.line, kind, name, "kind", message)]
+
+
+def _named(part: Document) -> Document:
+    """``part`` with the name the server generates for ``metadata.generateName`` (random, as an API
+    server draws it: ``generated_names.random_name``); the answer's ``name`` is that name."""
+    prefix = generated_names.generate_name_of(part.data)
+    if prefix is None:
+        return part
+    lines = {**part.lines, ("metadata", "name"): part.line_of(("metadata", "generateName"))}
+    return Document(
+        part.path, part.line, generated_names.named(part.data, generated_names.random_name(prefix)), lines
+    )
 
 
 def request_documents(text: str) -> tuple[list[Document], list[Diagnostic]]:
@@ -276,6 +331,13 @@ def plan_apply(
 
     A request of workloads only is planned as created without reading the store: :func:`execute`
     learns from the insert whether a name is taken (then unchanged, or 409)."""
+    ignored = [Planned(item, "ignored") for item in items if item.ignored]
+    items = [item for item in items if not item.ignored]
+    if not items:
+        shown = foreign_kinds.summary(
+            foreign_kinds.IgnoredObject(REQUEST, p.item.line, p.item.kind, p.item.key[2]) for p in ignored
+        )
+        raise ApiError(422, f"nothing to apply: {shown}; a control plane stores only what gpuq schedules")
     workloads, warnings = validate(store, items, text, nodes, configuration)
     if any(not item.key[0] for item in items):  # the loader reports these; never reached in practice
         raise ApiError(422, "a document has no kind or metadata.name")
@@ -284,7 +346,7 @@ def plan_apply(
         for item in items:
             workload = workloads[(item.key[1], item.key[2])]
             planned_workloads.append(Planned(item, "created", workload.queue_name, workload.priority))
-        return planned_workloads, warnings
+        return [*planned_workloads, *ignored], warnings
     planned: list[Planned] = []
     conflicts: list[str] = []
     for item in items:
@@ -308,7 +370,7 @@ def plan_apply(
         planned.append(Planned(item, action, workload.queue_name, workload.priority))
     if conflicts:
         raise ApiError(409, "; ".join(conflicts))
-    return planned, warnings
+    return [*planned, *ignored], warnings
 
 
 def validate(
@@ -365,8 +427,10 @@ def execute(
 
     ``user``: the API user submitting, stamped into new workloads (see :func:`stamped`)."""
     now = time.time() if now is None else now
+    ignored = [plan.item.result("ignored") for plan in planned if plan.item.ignored]
+    planned = [plan for plan in planned if not plan.item.ignored]
     if planned and all(plan.item.is_workload for plan in planned):
-        return _submit(store, planned, now, user)
+        return [*_submit(store, planned, now, user), *ignored]
     actions: dict[int, str] = {}
     for index, plan in enumerate(planned):
         if not plan.item.is_workload:
@@ -383,7 +447,7 @@ def execute(
                     )
                 except StoreConflict as error:  # submitted by someone else since step 4
                     raise ApiError(409, f"{error}; the documents before it were applied") from error
-    return [plan.item.result(actions[index]) for index, plan in enumerate(planned)]
+    return [*(plan.item.result(actions[index]) for index, plan in enumerate(planned)), *ignored]
 
 
 def _submit(store: Store, planned: Sequence[Planned], now: float, user: str) -> list[dict[str, Any]]:

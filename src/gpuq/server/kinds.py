@@ -23,6 +23,8 @@ CLUSTER_KINDS: dict[str, str] = {
     "WorkloadPriorityClass": "workloadpriorityclasses",
     "PriorityClass": "priorityclasses",
     "AdmissionCheck": "admissionchecks",
+    "MultiKueueConfig": "multikueueconfigs",
+    "MultiKueueCluster": "multikueueclusters",
     "ProvisioningRequestConfig": "provisioningrequestconfigs",
     "Configuration": "configurations",
     "Namespace": "namespaces",

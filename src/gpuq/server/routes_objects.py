@@ -64,7 +64,7 @@ async def request_text(request: Request) -> str:
 def _apply(request: Request, user: UserRecord, text: str, dry_run: bool) -> dict[str, Any]:
     items = apply.read_request(text)
     for item in items:
-        if item.key[0]:
+        if item.key[0] and not item.ignored:  # an ignored document is never stored
             authorize(user, "apply", item.key[0], item.key[1], shown=item.kind)
     store = _store(request)
     configuration = request.app.state.stored_configuration

@@ -75,7 +75,7 @@ class ScenarioPlan:
     variants: tuple[VariantPlan, ...]
     base_dir: Path
     workload_objects: int = 0  # Workload objects among the configuration files, not simulated
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = field(default=())  # objects not scheduled by gpuq (LoadResult.foreign_notes)
     state: StateSource | None = None  # spec.initialState, paths resolved
     sources: dict[str, str] = field(default_factory=dict, compare=False)  # each file read once
 
@@ -155,7 +155,15 @@ def plan_scenario(
         base = VariantPlan("baseline", "", tuple(inputs))
         given = TraceSource(path=trace, strict=strict, format=trace_format, mapping=mapping)
         return ScenarioPlan(
-            DEFAULT_NAME, seed or 0, None, given, (base,), Path.cwd(), _workloads(result), sources=sources
+            DEFAULT_NAME,
+            seed or 0,
+            None,
+            given,
+            (base,),
+            Path.cwd(),
+            _workloads(result),
+            result.foreign_notes,
+            sources=sources,
         )
     manifest = scenarios[0]
     scenario: Scenario = manifest.model
@@ -215,6 +223,7 @@ def plan_scenario(
         tuple(variants),
         base_dir,
         _workloads(result, state),
+        result.foreign_notes,
         state=state,
         sources=sources,
     )
