@@ -185,7 +185,7 @@ EXAMPLES: tuple[Example, ...] = (
     Example("multikueue/tas/worker-setup.yaml", CONFIG),
     # agents.x-k8s.io Sandbox: its pod, through the pod integration
     Example("pod-based-workloads/sample-sandbox.yaml", JOBS, SINGLE, main(1), PODKINDS, "Sandbox"),
-    Example("pod-based-workloads/tekton-hello-task.yaml", IGNORED, None, (), PODKINDS, "Tekton Task"),
+    Example("pod-based-workloads/tekton-hello-task.yaml", IGNORED, None, ()),
     # Tekton: each TaskRun's pod is a plain pod (main, 1): hello then sleep
     Example(
         "pod-based-workloads/tekton-pipeline-run.yaml",
@@ -196,8 +196,8 @@ EXAMPLES: tuple[Example, ...] = (
         "Tekton",
         all_reserve_quota=False,
     ),
-    Example("pod-based-workloads/tekton-pipeline.yaml", IGNORED, None, (), PODKINDS, "Tekton Pipeline"),
-    Example("pod-based-workloads/tekton-sleep-task.yaml", IGNORED, None, (), PODKINDS, "Tekton Task"),
+    Example("pod-based-workloads/tekton-pipeline.yaml", IGNORED, None, ()),
+    Example("pod-based-workloads/tekton-sleep-task.yaml", IGNORED, None, ()),
     # Argo: each step's pod is a plain pod (main, 1): hello1, hello2a, hello2b
     Example(
         "pod-based-workloads/workflow-queue-per-template.yaml",

@@ -283,14 +283,15 @@ def test_a_group_with_extra_pods_keeps_the_first_total_count() -> None:
     ]
 
 
-def test_tekton_tasks_alone_and_unresolved_runs_are_not_scheduled_warnings() -> None:
+def test_tekton_tasks_alone_are_not_scheduled_and_unresolved_runs_warn() -> None:
     task, run = (
         example("pod-based-workloads/tekton-hello-task.yaml")[0],
         example("pod-based-workloads/tekton-pipeline-run.yaml", "r")[0],
     )
-    findings = [f for d in derive_all([task, run]) for f in d.findings]
+    derived = derive_all([task, run])
+    assert [d.not_scheduled for d in derived] == [True, False]
+    findings = [f for d in derived for f in d.findings]
     assert [(f.severity, f.message) for f in findings] == [
-        ("warning", "a Tekton Task creates no pods by itself (a TaskRun runs it): not scheduled by gpuq"),
         ("warning", "'kueue-test' is not among the loaded objects: its pods are not scheduled by gpuq"),
     ]
 

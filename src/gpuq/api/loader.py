@@ -214,7 +214,7 @@ def load_documents(
         if manifest is not None:
             manifests.append(manifest)
             manifests += _serving_pod_workloads(item, manifest, diagnostics, broken)
-    manifests += _derived_manifests(derived, diagnostics, broken)
+    manifests += _derived_manifests(derived, diagnostics, broken, ignored)
     manifests, unqueued = queue_defaulting.default_queues(manifests)
     manifests = compute_class.unshadowed(manifests)
     diagnostics += unqueued
@@ -692,14 +692,20 @@ def _serving_pod_workloads(
 
 
 def _derived_manifests(
-    documents: Sequence[Document], diagnostics: list[Diagnostic], broken: list[references.ObjectKey]
+    documents: Sequence[Document],
+    diagnostics: list[Diagnostic],
+    broken: list[references.ObjectKey],
+    ignored: list[foreign_kinds.IgnoredObject] | None = None,
 ) -> list[Manifest]:
-    """Step 3 for the documents :mod:`gpuq.api.sources_derived` reads, all at once."""
+    """Step 3 for the documents :mod:`gpuq.api.sources_derived` reads, all at once; those that make
+    no pods by themselves (a Tekton Task or Pipeline) go to ``ignored``."""
     out: list[Manifest] = []
     for document, derived in zip(
         documents, sources_derived.derive_all([d.data for d in documents]), strict=True
     ):
         kind, name = str(document.data["kind"]), _name_of(document.data)
+        if derived.not_scheduled and ignored is not None:
+            ignored.append(foreign_kinds.IgnoredObject(document.path, document.line, kind, name))
         where = Manifest(document.path, document.line, kind, name, "", None, document.lines)
         for finding in derived.findings:
             line = where.line_of(_keyed_field(finding.field))

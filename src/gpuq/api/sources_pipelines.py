@@ -183,9 +183,8 @@ def tekton(docs: Sequence[Mapping[str, Any]]) -> list[Derived]:
 def _tekton_one(doc: Mapping[str, Any], named: Mapping[tuple[str, str, str], Mapping[str, Any]]) -> Derived:
     kind = str(doc.get("kind"))
     metadata = _metadata(doc)
-    if kind in ("Task", "Pipeline"):
-        message = f"a Tekton {kind} creates no pods by itself (a {kind}Run runs it): not scheduled by gpuq"
-        return Derived((), (Finding("kind", message, "warning"),))
+    if kind in ("Task", "Pipeline"):  # creates no pods by itself (a TaskRun / PipelineRun runs it)
+        return Derived(not_scheduled=True)
     namespace = str(metadata.get("namespace") or "default")
     spec = mapping_field(doc.get("spec"), "spec")
     labels, annotations = metadata.get("labels") or {}, metadata.get("annotations") or {}

@@ -89,6 +89,8 @@ class Derived:
 
     workloads: tuple[dict[str, Any], ...] = ()
     findings: tuple[Finding, ...] = ()
+    not_scheduled: bool = False
+    """The document makes no pods by itself (a Tekton Task or Pipeline): listed as not scheduled."""
 
 
 def build_workload(
