@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "api"))
 
-from kueue_examples import EXAMPLES, IGNORED, Example, Outcome, evaluate
+from kueue_examples import EXAMPLES, IGNORED, Example, Outcome, evaluate, setup_files
 
 
 def pod_sets(outcome: Outcome) -> str:
@@ -30,7 +30,7 @@ def result(example: Example, outcome: Outcome) -> tuple[str, bool]:
         return IGNORED, True
     if example.setup and outcome.workloads:
         alone = "alone and " if not outcome.alone_errors else ""
-        return f"loads {alone}with setup {example.setup}", True
+        return f"loads {alone}with setup {' + '.join(setup_files(example.setup))}", True
     return "loads alone", True
 
 
