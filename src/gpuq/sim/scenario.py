@@ -277,7 +277,7 @@ def prepare(plan: ScenarioPlan, variant: VariantPlan, trace: TraceRead) -> Prepa
     into simulated jobs: the state's pending ones first (created before 0), then the trace's."""
     state_files = plan.state.files if plan.state is not None else ()
     paths = _dedupe([*variant.paths, *state_files]) if state_files else list(variant.paths)
-    result = load(paths, cache=plan.sources)
+    result = load(paths, cache=plan.sources, name_seed=plan.seed)  # generateName: the run's seed
     if result.errors:
         what = "the configuration or the initial state has" if state_files else "the configuration has"
         raise ScenarioError(f"variant {variant.name}: {what} errors", result.diagnostics)
