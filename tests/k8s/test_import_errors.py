@@ -87,10 +87,20 @@ def workload(name: str, status: str = "", cluster_queue: str = "team") -> str:
 
 CASES = [
     pytest.param(
+        dump(
+            QUEUES,
+            GPU_NODE,
+            "- {apiVersion: example.com/v1, kind: Widget, metadata: {name: w-0, namespace: ml}}\n",
+        ),
+        "warning",
+        "Widget/ml/w-0 (example.com/v1) is not a kind gpuq imports; skipped",
+        id="an unknown kind is skipped with a warning naming it",
+    ),
+    pytest.param(
         dump(QUEUES, GPU_NODE, "- {apiVersion: v1, kind: Service, metadata: {name: svc-0, namespace: ml}}\n"),
         "warning",
-        "Service/ml/svc-0 (v1) is not a kind gpuq imports; skipped",
-        id="an unknown kind is skipped with a warning naming it",
+        "not scheduled by gpuq, ignored: 1 Service",
+        id="a built-in kind that schedules nothing is listed as not scheduled",
     ),
     pytest.param(
         dump(QUEUES, GPU_NODE, "- {apiVersion: v1, kind: Pod, metadata: {name: runner-0, namespace: ml}}\n"),
