@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,20 +92,29 @@ class PodRecords:
         return self.root / _safe(namespace) / _safe(rest)
 
     def create(self, intent: Intent) -> Path:
-        """A fresh directory for ``intent.key`` holding only the intent (an older start's files removed)."""
+        """A fresh directory for ``intent.key`` holding only the intent (an older start's files removed).
+
+        The directory appears with its intent already in it (made under a hidden name, then renamed):
+        another executor sweeping the same records (Ray pod actors on one machine, or a shared work
+        directory) never sees a record without an intent, which it would take for an abandoned one
+        and remove while the pod starts."""
         directory = self.path(intent.key)
         shutil.rmtree(directory, ignore_errors=True)
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)  # the server's alone: pods never read nor write a record
+        staging = directory.parent / f".{directory.name}.{os.getpid()}.{threading.get_ident()}.tmp"
         for attempt in range(_CREATE_TRIES):
             directory.parent.mkdir(mode=0o700, exist_ok=True)
+            shutil.rmtree(staging, ignore_errors=True)
             try:
-                directory.mkdir(mode=0o700)
+                staging.mkdir(mode=0o700)
+                write_atomic(staging / INTENT_FILE, _intent_json(intent))
+                os.rename(staging, directory)
                 break
             except FileNotFoundError:  # another thread's remove took the namespace's (empty) directory
                 if attempt == _CREATE_TRIES - 1:
                     raise
-        write_atomic(directory / INTENT_FILE, _intent_json(intent))
+        _sync_directory(directory.parent)
         return directory
 
     def intent(self, directory: Path) -> Intent | None:
@@ -177,7 +187,13 @@ class PodRecords:
     def all(self) -> list[Path]:
         """Every record directory, in name order."""
         try:
-            return sorted(d for ns in self.root.iterdir() if ns.is_dir() for d in ns.iterdir() if d.is_dir())
+            return sorted(
+                d
+                for ns in self.root.iterdir()
+                if ns.is_dir()
+                for d in ns.iterdir()
+                if d.is_dir() and not d.name.startswith(".")  # a record being made (see create)
+            )
         except OSError:
             return []
 
