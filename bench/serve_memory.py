@@ -187,7 +187,7 @@ def fill(url: str, finished: int, pending: int) -> float:
                             "exit_code": 0,
                             "started_at": ran,
                             "finished_at": ended,
-                            "log_path": f"/var/lib/gpuq/work/logs/{namespace}/{name}/main-0.log",
+                            "log_path": f"/var/lib/gpuq/workdir/logs/{namespace}/{name}/main-0.log",
                         }
                     )
                 if "created_version" in WorkloadRow.__table__.columns:  # the leader's intake reads it

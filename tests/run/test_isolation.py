@@ -79,7 +79,7 @@ class World:
 
     @property
     def work(self) -> Path:
-        return self.root / "work"
+        return self.root / "workdir"
 
     def launch(self, key: str, command: list[str], env: dict[str, str] | None = None) -> PodLaunch:
         namespace, workload, pod = key.split("/")
@@ -133,7 +133,7 @@ def make_isolation(mode: str, root: Path) -> Isolation:
         "bwrap" if mode == "bwrap" else "user",
         users={"team-a": str(UID_A), "team-b": str(UID_B)},
         state=[root / "state"],
-        workdir=root / "work",
+        workdir=root / "workdir",
         home=[Path.home()],
     )
 
@@ -146,7 +146,7 @@ def world(request: pytest.FixtureRequest) -> Iterator[World]:
     os.environ["GPUQ_TEST_SERVER_SECRET"] = SERVER_SECRET
     os.environ["GPUQ_DATABASE"] = f"sqlite:///{root / 'state' / 'gpuq.db'}"
     isolation = make_isolation(mode, root)
-    executor = LocalExecutor(root / "work", isolation=isolation)
+    executor = LocalExecutor(root / "workdir", isolation=isolation)
     # /proc/<pid>/environ holds a process's environment as it started: a stand-in server started with it.
     server = subprocess.Popen(["sleep", "600"], env={**os.environ, "GPUQ_ADMIN_TOKEN": SERVER_SECRET})
     made = World(mode, root, executor, isolation, server.pid)
@@ -166,7 +166,7 @@ def world(request: pytest.FixtureRequest) -> Iterator[World]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-TEAM_B_DIR = "work/pods/team-b/train_worker-0"
+TEAM_B_DIR = "workdir/pods/team-b/train_worker-0"
 ATTACKS = {
     # name: (shell command, secret that must not appear, modes where it still succeeds)
     "read the server's database": ('cat "$ROOT/state/gpuq.db"', "DB-SECRET", {"none"}),
@@ -176,12 +176,12 @@ ATTACKS = {
         {"none"},
     ),
     "read another team's log": (
-        'cat "$ROOT/work/logs/team-b/train/worker-0.log"',
+        'cat "$ROOT/workdir/logs/team-b/train/worker-0.log"',
         "TEAM-B-LOG-SECRET",
         {"none"},
     ),
     "read another team's pod directory": (f'cat "$ROOT/{TEAM_B_DIR}/secret"', "TEAM-B-FILE", {"none"}),
-    "list the pods directory": ('ls "$ROOT/work/pods"', "team-b", {"none"}),
+    "list the pods directory": ('ls "$ROOT/workdir/pods"', "team-b", {"none"}),
     "read the server's environment in /proc": (
         'cat "/proc/$SERVER_PID/environ"',
         SERVER_SECRET,
@@ -288,10 +288,10 @@ def test_in_the_sandbox_the_system_is_read_only_and_tmp_is_private() -> None:
             "bwrap",
             users={"team-a": str(UID_A)},
             state=[root / "state"],
-            workdir=root / "work",
+            workdir=root / "workdir",
             shared=[root / "shared"],
         )
-        executor = LocalExecutor(root / "work", isolation=isolation)
+        executor = LocalExecutor(root / "workdir", isolation=isolation)
         outside = Path(tempfile.mkdtemp(prefix="gpuq-outside-"))
         outside.chmod(0o777)
         script = (
@@ -331,9 +331,9 @@ def test_a_command_the_sandbox_hides_is_refused_before_anything_runs() -> None:
         tool.write_text("#!/bin/sh\necho ran\n")
         tool.chmod(0o755)
         isolation = configure(
-            "bwrap", users={"team-a": str(UID_A)}, state=[root / "state"], workdir=root / "work"
+            "bwrap", users={"team-a": str(UID_A)}, state=[root / "state"], workdir=root / "workdir"
         )
-        executor = LocalExecutor(root / "work", isolation=isolation)
+        executor = LocalExecutor(root / "workdir", isolation=isolation)
         world = World("bwrap", root, executor, isolation)
         with pytest.raises(ExecutorError, match="in a directory pods do not see"):
             executor.start(world.launch("team-a/hidden/worker-0", [str(tool)]))
@@ -402,7 +402,7 @@ def test_a_setsid_grandchild_dies_with_its_pod_before_the_exit_is_reported(
     setsid_root: Path, mode: str, tracking: str, ending: str
 ) -> None:
     isolation = make_isolation(mode, setsid_root)
-    executor = LocalExecutor(setsid_root / "work", isolation=isolation, tracking=tracking)
+    executor = LocalExecutor(setsid_root / "workdir", isolation=isolation, tracking=tracking)
     assert executor.tracking == ("cgroup" if tracking == "cgroup" else "process tree")
     world = World(mode, setsid_root, executor, isolation)
     marker = f"4242.{secrets.randbelow(10**6):06d}"
@@ -436,7 +436,7 @@ def test_a_setsid_grandchild_dies_with_its_pod_before_the_exit_is_reported(
 @pytest.mark.parametrize("mode", MODES)
 def test_close_kills_setsid_descendants_too(setsid_root: Path, mode: str, tracking: str) -> None:
     isolation = make_isolation(mode, setsid_root)
-    executor = LocalExecutor(setsid_root / "work", isolation=isolation, tracking=tracking)
+    executor = LocalExecutor(setsid_root / "workdir", isolation=isolation, tracking=tracking)
     world = World(mode, setsid_root, executor, isolation)
     marker = f"4343.{secrets.randbelow(10**6):06d}"
     try:
@@ -457,7 +457,7 @@ from gpuq.run.executors import LocalExecutor
 from run.test_isolation import World, _escaping_pod, make_isolation
 root, mode, tracking, marker = Path(sys.argv[1]), sys.argv[2], sys.argv[3], os.environ["MARKER"]
 isolation = make_isolation(mode, root)
-executor = LocalExecutor(root / "work", isolation=isolation, tracking=tracking)
+executor = LocalExecutor(root / "workdir", isolation=isolation, tracking=tracking)
 world = World(mode, root, executor, isolation)
 pid = executor.start(_escaping_pod(world, "team-a/left/worker-0", marker, leader_waits=True))
 print(pid, flush=True)
@@ -503,7 +503,7 @@ def test_a_killed_servers_pods_die_whole_at_recovery(
         server.wait()
         assert marked_processes(marker), "the pod outlives the killed server until recovery"
         isolation = make_isolation(mode, setsid_root)
-        recovering = LocalExecutor(setsid_root / "work", isolation=isolation, tracking=tracking)
+        recovering = LocalExecutor(setsid_root / "workdir", isolation=isolation, tracking=tracking)
         assert recovering.probe(key, attempt=1, pid=pid).state == "lost"  # another attempt's record
         assert recovering.probe(key, attempt=0, pid=pid + 1).state == "lost"  # another process
         if recovery == "adopted":
@@ -523,13 +523,13 @@ def test_a_killed_servers_pods_die_whole_at_recovery(
     finally:
         server.kill()
         server.wait()
-        LocalExecutor(setsid_root / "work", tracking=tracking).sweep()  # what a failed test left
+        LocalExecutor(setsid_root / "workdir", tracking=tracking).sweep()  # what a failed test left
         for leftover in marked_processes(marker):
             os.kill(leftover, signal.SIGKILL)
 
 
 def test_the_reaper_reports_the_commands_own_status(tmp_path: Path) -> None:
-    executor = LocalExecutor(tmp_path / "work", tracking="tree")
+    executor = LocalExecutor(tmp_path / "workdir", tracking="tree")
     cases = {"exit 3": 3, "kill -KILL $$": -signal.SIGKILL, "exit 0": 0}
     for index, (script, code) in enumerate(cases.items()):
         pod = PodLaunch(

@@ -260,8 +260,8 @@ def test_tmp_directories_are_private_and_world_writable(tmp_path: Path) -> None:
     [
         pytest.param("/usr/bin/python3", True, id="the system"),
         pytest.param("/srv/root/.gpuq/gpuq.db", False, id="the state"),
-        pytest.param("/srv/root/.gpuq/work/pods/team-b/x", False, id="another pod"),
-        pytest.param("/srv/root/.gpuq/work/pods/team-a/mine/run.sh", True, id="its own directory"),
+        pytest.param("/srv/root/.gpuq/workdir/pods/team-b/x", False, id="another pod"),
+        pytest.param("/srv/root/.gpuq/workdir/pods/team-a/mine/run.sh", True, id="its own directory"),
         pytest.param("/srv/root/notes.txt", False, id="the server's home"),
         pytest.param("/srv/root/.pyenv/bin/python", True, id="an exposed toolchain"),
         pytest.param("/tmp/x", False, id="the server's /tmp"),
@@ -269,11 +269,11 @@ def test_tmp_directories_are_private_and_world_writable(tmp_path: Path) -> None:
 )
 def test_what_a_pod_sees(path: str, visible: bool) -> None:
     view = View(
-        private=(Path("/srv/root/.gpuq"), Path("/srv/root/.gpuq/work")),
+        private=(Path("/srv/root/.gpuq"), Path("/srv/root/.gpuq/workdir")),
         scratch=(Path("/srv/root"),),
         expose=(Path("/srv/root/.pyenv"),),
     )
-    assert view.visible(Path(path), [Path("/srv/root/.gpuq/work/pods/team-a/mine")]) is visible
+    assert view.visible(Path(path), [Path("/srv/root/.gpuq/workdir/pods/team-a/mine")]) is visible
 
 
 # -- configure -------------------------------------------------------------------------------------------
