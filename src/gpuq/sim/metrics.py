@@ -198,15 +198,18 @@ def series_mean(variant: Mapping[str, Any], key: str) -> float | None:
     if variant.get("gpus_total") == 0 and key in GPU_SERIES:
         return None  # a share of no GPUs: undefined, not 0 %
     series = variant.get("series") or {}
-    bin_s, span_s = _float(series.get("bin_s")) or 0.0, _float(variant.get("span_s"))
-    pairs = zip(map(_float, series.get("t_s") or []), map(_float, series.get(key) or []), strict=False)
+    bin_s, span_s = finite_number(series.get("bin_s")) or 0.0, finite_number(variant.get("span_s"))
+    pairs = zip(
+        map(finite_number, series.get("t_s") or []), map(finite_number, series.get(key) or []), strict=False
+    )
     end_s = math.inf if span_s is None else span_s
     weighted = [(max(0.0, min(bin_s, end_s - t)), v) for t, v in pairs if t is not None and v is not None]
     total = math.fsum(w for w, _ in weighted)
     return math.fsum(w * v for w, v in weighted) / total if total > 0 else None
 
 
-def _float(value: Any) -> float | None:
+def finite_number(value: Any) -> float | None:
+    """A metrics field as a float, None for null, booleans, strings and non-finite numbers."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
     return float(value)

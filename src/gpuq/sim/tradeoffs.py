@@ -10,9 +10,10 @@ allocation that moved by a percentage point, a cost by one percent.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from gpuq.sim.metrics import finite_number
 
 MIN_WAIT_CHANGE_S = 60.0
 MIN_RELATIVE = 0.10
@@ -35,14 +36,8 @@ def human_duration(seconds: float, scale: float | None = None) -> str:
     return f"{seconds / 86400:.1f} d"
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
 def _wait(stats: Mapping[str, Any], quantile: str) -> float | None:
-    return _number((stats.get("wait_s") or {}).get(quantile))
+    return finite_number((stats.get("wait_s") or {}).get(quantile))
 
 
 def _moved(old: float | None, new: float | None) -> bool:
@@ -86,10 +81,10 @@ def _teams(base: Metrics, variant: Metrics) -> list[str]:
 
 
 def _preemptions(base: Metrics, variant: Metrics) -> str | None:
-    count = int(_number((variant.get("workloads") or {}).get("preemptions")) or 0)
-    lost = _number((variant.get("overall") or {}).get("lost_gpu_hours")) or 0.0
-    base_count = int(_number((base.get("workloads") or {}).get("preemptions")) or 0)
-    base_lost = _number((base.get("overall") or {}).get("lost_gpu_hours")) or 0.0
+    count = int(finite_number((variant.get("workloads") or {}).get("preemptions")) or 0)
+    lost = finite_number((variant.get("overall") or {}).get("lost_gpu_hours")) or 0.0
+    base_count = int(finite_number((base.get("workloads") or {}).get("preemptions")) or 0)
+    base_lost = finite_number((base.get("overall") or {}).get("lost_gpu_hours")) or 0.0
     if count == base_count and abs(lost - base_lost) < 0.05:
         return None
     noun = "preemption" if count == 1 else "preemptions"
@@ -104,7 +99,7 @@ def _allocation(base: float | None, variant: float | None) -> str | None:
 
 
 def _cost(base: Metrics, variant: Metrics) -> str | None:
-    old, new = (_number((m.get("cost") or {}).get("total")) for m in (base, variant))
+    old, new = (finite_number((m.get("cost") or {}).get("total")) for m in (base, variant))
     currency = str((variant.get("cost") or {}).get("currency") or "")
     if old is None or new is None or not (old or new):
         return None
