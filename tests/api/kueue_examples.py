@@ -23,7 +23,6 @@ CONFIG = "config"  # queues, flavors, checks: no workload
 IGNORED = "not scheduled by gpuq"  # ConfigMaps, RBAC, admission policies, kind clusters
 JOBS = "jobs"  # workload sources
 
-KUBEFLOW, PODKINDS, DRA = "kubeflow", "podkinds", "dra"
 SINGLE = "admin/single-clusterqueue-setup.yaml"
 TAS = "tas/sample-queues.yaml"
 
@@ -34,16 +33,13 @@ def setup_files(setup: str | tuple[str, ...] | None) -> list[str]:
 
 @dataclass(frozen=True)
 class Example:
-    """One example file: what it holds, its page's setup file, Kueue's pod sets, and the branch that
-    builds its kind when it is not this one (``branch``/``reason``: the test is a strict xfail)."""
+    """One example file: what it holds, its page's setup file and the pod sets Kueue builds."""
 
     file: str
     what: str
     setup: str | tuple[str, ...] | None = None
     """The file its page applies first (a tuple: several, in order)."""
     workloads: Workloads = ()
-    branch: str | None = None
-    reason: str = ""
     all_reserve_quota: bool = True
     """Every workload reserves quota in the admission cycles (with its setup's quota); False where a
     queue it names is defined by no example (Tekton's my-local-queue, Argo's user-queue-2)."""
@@ -131,15 +127,8 @@ EXAMPLES: tuple[Example, ...] = (
         SINGLE,
         ((("head", 1, None), ("small-group", 1, None), ("submitter", 1, None)),),
     ),
-    # rayservice: the RayCluster's pod sets; gpuq runs a RayService as a serving service, not as a Workload
-    Example(
-        "jobs/ray-service-sample.yaml",
-        JOBS,
-        SINGLE,
-        ((("head", 1, None), ("small-group", 1, None)),),
-        "none",
-        "RayService (gpuq serves it, no Kueue Workload is built)",
-    ),
+    # rayservice: Kueue admits the RayCluster KubeRay creates for it: head and worker groups
+    Example("jobs/ray-service-sample.yaml", JOBS, SINGLE, ((("head", 1, None), ("small-group", 1, None)),)),
     # cronjob: each Job it creates is a Job workload (parallelism 3, completions 3)
     Example("jobs/sample-cronjob.yaml", JOBS, SINGLE, main(3)),
     # kubeflow jobs: one pod set per replica type in the kind's order, lowercase, count = replicas
@@ -182,7 +171,7 @@ EXAMPLES: tuple[Example, ...] = (
     Example("multikueue/tas/manager-setup.yaml", CONFIG),
     Example("multikueue/tas/worker-setup.yaml", CONFIG),
     # agents.x-k8s.io Sandbox: its pod, through the pod integration
-    Example("pod-based-workloads/sample-sandbox.yaml", JOBS, SINGLE, main(1), PODKINDS, "Sandbox"),
+    Example("pod-based-workloads/sample-sandbox.yaml", JOBS, SINGLE, main(1)),
     Example("pod-based-workloads/tekton-hello-task.yaml", IGNORED, None, ()),
     # Tekton: each TaskRun's pod is a plain pod (main, 1): hello then sleep
     Example(

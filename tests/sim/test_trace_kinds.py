@@ -42,13 +42,42 @@ SHAPE_CASES = [
         [("launcher", 1, CPU_ONLY), ("worker", 2, GPU2)],
         id="mpijob: a launcher without gpus + pods",
     ),
+    pytest.param("TrainJob", 3, [("node", 3, GPU2)], id="trainjob: numNodes pods of torch-distributed"),
+    pytest.param(
+        "RayJob",
+        2,
+        [("head", 1, CPU_ONLY), ("workers", 2, GPU2), ("submitter", 1, {"cpu": 500, "memory": 200 * 2**20})],
+        id="rayjob: a head without gpus, the workers, kueue's default submitter",
+    ),
+    pytest.param("RayCluster", 2, [("head", 1, CPU_ONLY), ("workers", 2, GPU2)], id="raycluster"),
+    pytest.param(
+        "SparkApplication",
+        2,
+        [("driver", 1, CPU_ONLY), ("executor", 2, GPU2)],
+        id="spark: driver + executors",
+    ),
+    pytest.param(
+        "LeaderWorkerSet", 3, [("leader", 1, GPU2), ("worker", 2, GPU2)], id="lws: a leader + pods-1 workers"
+    ),
+    pytest.param("LeaderWorkerSet", 1, [("main", 1, GPU2)], id="a one-pod lws has no leader template"),
+    pytest.param("AppWrapper", 2, [("j-0", 2, GPU2)], id="appwrapper: its one component's pods"),
+    pytest.param("StatefulSet", 3, [("main", 3, GPU2)], id="statefulset: one pod group of replicas"),
+    pytest.param("Pod", 3, [(None, 3, GPU2)], id="pod: a pod group, one pod set per role hash"),
 ]
 
 
 @pytest.mark.parametrize(("kind", "pods", "want"), SHAPE_CASES)
 def test_pod_sets_of_each_kind(kind: str, pods: int, want: list[tuple[str, int, dict[str, int]]]) -> None:
-    built = kind_pod_sets(row(pods), kind, GPU2)
-    assert [(ps.name, ps.count, dict(ps.requests)) for ps in built] == want
+    built = [(ps.name, ps.count, dict(ps.requests)) for ps in kind_pod_sets(row(pods), kind, GPU2)]
+    # a name of None is a role hash Kueue computes: any name
+    assert [
+        (got[0] if name is None else name, *rest) for got, (name, *rest) in zip(built, want, strict=False)
+    ] == built
+
+
+def test_a_spark_executor_asks_for_whole_gpus() -> None:
+    with pytest.raises(ValueError, match="whole GPUs"):
+        kind_pod_sets(row(2, 500), "SparkApplication", {GPU_MILLI: 500, "cpu": 1000})
 
 
 def test_a_share_of_a_gpu_survives_the_manifest_round_trip() -> None:
@@ -132,4 +161,40 @@ def test_a_trace_of_mixed_kinds_simulates_to_the_end(tmp_path: Path) -> None:
         "torch": ("4", "4", "Succeeded"),
         "mpi": ("3", "4", "Succeeded"),
         "tf": ("1", "8", "Succeeded"),
+    }
+
+
+MORE_KINDS = """\
+name,namespace,queue,submit_s,duration_s,pods,gpus,cpu,memory,kind
+ray,team-a,q,0,100,2,2,4,16Gi,RayJob
+lws,team-a,q,0,100,2,1,4,16Gi,LeaderWorkerSet
+group,team-a,q,0,100,2,1,4,16Gi,Pod
+spark,team-a,q,5,100,1,2,4,16Gi,SparkApplication
+train,team-a,q,5,100,2,2,4,16Gi,TrainJob
+"""
+CPU_CLUSTER = CLUSTER.replace(
+    "coveredResources: [nvidia.com/gpu]", "coveredResources: [cpu, memory, nvidia.com/gpu]"
+)
+CPU_CLUSTER = CPU_CLUSTER.replace(
+    "resources: [{name: nvidia.com/gpu, nominalQuota: 8}]",
+    "resources: [{name: cpu, nominalQuota: 64}, {name: memory, nominalQuota: 512Gi}, "
+    "{name: nvidia.com/gpu, nominalQuota: 8}]",
+)
+
+
+def test_a_trace_of_pod_based_ray_spark_and_trainer_kinds_simulates_to_the_end(tmp_path: Path) -> None:
+    (tmp_path / "cluster.yaml").write_text(CPU_CLUSTER)
+    (tmp_path / "trace.csv").write_text(MORE_KINDS)
+    out = tmp_path / "out"
+    args = ["simulate", "-f", str(tmp_path / "cluster.yaml"), "--trace", str(tmp_path / "trace.csv")]
+    result = runner.invoke(app, [*args, "--out-dir", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    with open(out / "workloads.csv", newline="") as handle:
+        rows = {r["name"]: r for r in csv.DictReader(handle)}
+    assert {name: (r["pods"], r["gpus"], r["status"]) for name, r in rows.items()} == {
+        "ray": ("4", "4", "Succeeded"),
+        "lws": ("2", "2", "Succeeded"),
+        "group": ("2", "2", "Succeeded"),
+        "spark": ("2", "2", "Succeeded"),
+        "train": ("2", "4", "Succeeded"),
     }

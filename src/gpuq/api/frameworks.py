@@ -39,14 +39,26 @@ FRAMEWORKS: dict[tuple[str, str], str] = {
 }
 """(API group, kind) -> Kueue's framework name."""
 
+CREATED_BY: dict[tuple[str, str], str] = {
+    ("batch", "CronJob"): "batch/job",
+    ("argoproj.io", "Workflow"): "pod",
+    ("tekton.dev", "PipelineRun"): "pod",
+    ("tekton.dev", "TaskRun"): "pod",
+    ("agents.x-k8s.io", "Sandbox"): "pod",
+}
+"""Kinds Kueue does not integrate whose controllers create objects of a framework (a CronJob's
+Jobs, a Workflow's or a Sandbox's Pods): managed when that framework is."""
+
 DEFAULT_FRAMEWORKS = ("batch/job",)
 """``integrations.frameworks`` when a Configuration leaves it out (``defaultJobFrameworkName``)."""
 FRAMEWORKS_FIELD = ("integrations", "frameworks")
 
 
 def framework_of(api_version: str, kind: str) -> str | None:
-    """Kueue's framework name for a source, or None when the kind is not a job framework."""
-    return FRAMEWORKS.get((kueue.split_api_version(api_version)[0], kind))
+    """Kueue's framework name for a source (for a kind of :data:`CREATED_BY`, the framework of what
+    it creates), or None when the kind is not a job framework."""
+    key = (kueue.split_api_version(api_version)[0], kind)
+    return FRAMEWORKS.get(key) or CREATED_BY.get(key)
 
 
 def _external(entry: str) -> tuple[str, str] | None:

@@ -52,6 +52,7 @@ from gpuq.api import (
     machine_checks,
     nodes_convert,
     queue_defaulting,
+    ray_sources,
     references,
     serving,
     sources_derived,
@@ -71,7 +72,8 @@ from gpuq.api.diagnostics import (
 from gpuq.api.fields import unknown_fields, unknown_raw_fields
 from gpuq.api.names import dns_subdomain_problem
 from gpuq.api.nodes_convert import NodePoolSummary
-from gpuq.api.source_fields import QUEUE_LABEL, template_aliases
+from gpuq.api.source_fields import QUEUE_LABEL, SourceError, template_aliases
+from gpuq.api.sources import to_workload
 from gpuq.api.trainjob_sources import RuntimeMissing, SourceContext, is_runtime
 from gpuq.core.gpus import DEFAULT_CATALOGUE, GPUCatalogue
 from gpuq.core.model import ClusterConfig, Workload
@@ -213,7 +215,7 @@ def load_documents(
         manifest = read_manifest(item, diagnostics, broken, context, ignored)
         if manifest is not None:
             manifests.append(manifest)
-            manifests += _serving_pod_workloads(item, manifest, diagnostics, broken)
+            manifests += _serving_pod_workloads(item, manifest, kueue_config, diagnostics, broken)
     manifests += _derived_manifests(derived, diagnostics, broken, ignored)
     manifests, unqueued = queue_defaulting.default_queues(manifests)
     manifests = compute_class.unshadowed(manifests)
@@ -683,12 +685,54 @@ def _source_manifest(
 
 
 def _serving_pod_workloads(
-    document: Document, manifest: Manifest, diagnostics: list[Diagnostic], broken: list[references.ObjectKey]
+    document: Document,
+    manifest: Manifest,
+    config: kueue.Configuration | None,
+    diagnostics: list[Diagnostic],
+    broken: list[references.ObjectKey],
 ) -> list[Manifest]:
-    """The pod Workloads Kueue makes of a queue-labelled Deployment or StatefulSet (:mod:`gpuq.api.serving`
-    read it; :func:`gpuq.api.serving.pod_workloads` says which)."""
-    built = (_source_manifest(document, w, diagnostics, broken) for w in serving.pod_workloads(manifest))
-    return [m for m in built if m is not None]
+    """The Workloads Kueue makes of a queue-named serving object :mod:`gpuq.api.serving` read: the
+    pods of a Deployment or StatefulSet (:func:`gpuq.api.serving.pod_workloads` says which), the
+    RayCluster of a RayService (:func:`gpuq.api.ray_sources.rayservice_cluster`). None when the
+    kind's framework is not enabled (a warning says so, as for a job)."""
+    data = document.data
+    api_version, kind = str(data.get("apiVersion", "")), str(data.get("kind", ""))
+    if manifest.kind == "RayService":
+        built = _rayservice_workload(document, diagnostics, broken)
+    else:
+        built = [_source_manifest(document, w, diagnostics, broken) for w in serving.pod_workloads(manifest)]
+    found = [m for m in built if m is not None]
+    if found and not frameworks.managed(config, api_version, kind):
+        message = frameworks.unmanaged_message(api_version, kind)
+        field_name = format_field_path(frameworks.FRAMEWORKS_FIELD)
+        diagnostics.append(
+            Diagnostic(document.path, document.line, kind, _name_of(data), field_name, message, "warning")
+        )
+        return []
+    return found
+
+
+def _rayservice_workload(
+    document: Document, diagnostics: list[Diagnostic], broken: list[references.ObjectKey]
+) -> list[Manifest | None]:
+    """The Workload of the RayCluster a queue-named RayService gets; when Kueue's RayCluster webhook
+    would refuse that cluster, KubeRay cannot create it and the service waits: a finding that stays
+    pending, at the RayService's field."""
+    data = document.data
+    try:
+        cluster = ray_sources.rayservice_cluster(data)
+        if cluster is None:
+            return []
+        workload = to_workload(cluster)
+    except SourceError as err:
+        at = err.field.removeprefix("spec")
+        field_name = (
+            f"spec.rayClusterConfig{at}" if not err.field.startswith("spec.rayClusterConfig") else err.field
+        )
+        where = Manifest(document.path, document.line, "RayService", _name_of(data), "", None, document.lines)
+        diagnostics.append(where.diagnostic(_split_field(field_name), err.message, stays_pending=True))
+        return []
+    return [_source_manifest(document, workload, diagnostics, broken)]
 
 
 def _derived_manifests(
@@ -745,9 +789,10 @@ def _unmanaged(item: Document, config: kueue.Configuration | None, diagnostics: 
         return False
     api_version, kind = str(data.get("apiVersion", "")), str(data.get("kind", ""))
     sources = _sources()
-    if sources is None or not sources.is_source(api_version, kind):
+    read = sources is not None and sources.is_source(api_version, kind)
+    if not read and not sources_derived.is_derived(data):
         return False
-    if frameworks.managed(config, api_version, kind):
+    if frameworks.framework_of(api_version, kind) is None or frameworks.managed(config, api_version, kind):
         return False
     message = frameworks.unmanaged_message(api_version, kind)
     field_name = format_field_path(frameworks.FRAMEWORKS_FIELD)

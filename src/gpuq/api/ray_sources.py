@@ -3,6 +3,10 @@
 Pod sets: ``head`` (count 1), one per worker group (lowercased ``groupName``,
 ``replicas`` × ``numOfHosts``), and for a RayJob in K8sJobMode the submitter
 pod set (Kueue's default submitter requests when no template is given).
+
+A RayService is no source of its own: Kueue manages it through the RayCluster KubeRay creates
+for it (Kueue's "Run A RayService" task page), whose labels, the queue name among them, are the
+RayService's. :func:`rayservice_cluster` writes that RayCluster.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from gpuq.api.generated_names import seeded_suffix
 from gpuq.api.source_fields import (
     SourceError,
     check_pod_sets,
@@ -30,6 +35,8 @@ _RAY_FT_ANNOTATION = "ray.io/ft-enabled"
 _ELASTIC_JOB_ANNOTATION = (
     "kueue.x-k8s.io/elastic-job"  # sources.ELASTIC_JOB_ANNOTATION (sources imports this module)
 )
+_RAY_CLUSTER_SUFFIX = "-raycluster-"
+"""KubeRay's ``utils.GenerateRayClusterName``: ``<service>-raycluster-<5 random characters>``."""
 _REDIS_CLEANUP_REQUESTS = (("cpu", "200m"), ("memory", "256Mi"))
 """KubeRay's hard-coded Redis cleanup Job requests, folded into the head pod set by Kueue."""
 
@@ -170,3 +177,34 @@ def rayjob_pod_sets(doc: Mapping[str, Any], spec: dict[str, Any]) -> list[dict[s
 def raycluster_pod_sets(doc: Mapping[str, Any], spec: dict[str, Any]) -> list[dict[str, Any]]:
     """A RayCluster's pod sets are its head and worker groups."""
     return check_pod_sets(_ray_cluster_pod_sets(spec, "spec", doc), "spec.workerGroupSpecs")
+
+
+def rayservice_cluster(doc: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``ray.io/v1`` RayCluster a queue-named RayService's controller creates, or None without a
+    queue name (Kueue leaves that cluster alone).
+
+    KubeRay's ``constructRayClusterForRayService``: the spec is ``spec.rayClusterConfig``, the
+    labels and annotations are the RayService's, plus its origin labels. The name's random part
+    is drawn here from the RayService's namespace and name, so the same file gives the same
+    Workload name (a real cluster's differs, as KubeRay draws it at random).
+    """
+    metadata = doc.get("metadata")
+    if not isinstance(metadata, Mapping) or not queue_name(metadata):
+        return None
+    spec = mapping_field(doc.get("spec"), "spec")
+    cluster = mapping_field(spec.get("rayClusterConfig"), "spec.rayClusterConfig")
+    name, namespace = str(metadata.get("name") or ""), str(metadata.get("namespace") or "default")
+    labels = {
+        **(metadata.get("labels") or {}),
+        "ray.io/originated-from-crd": "RayService",
+        "ray.io/originated-from-cr-name": name,
+    }
+    cluster_metadata: dict[str, Any] = {
+        "name": f"{name}{_RAY_CLUSTER_SUFFIX}{seeded_suffix(0, f'{namespace}/{name}', 0)}",
+        "namespace": namespace,
+        "labels": labels,
+    }
+    if metadata.get("annotations"):
+        cluster_metadata["annotations"] = dict(metadata["annotations"])
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": cluster_metadata,
+            "spec": copy.deepcopy(dict(cluster))}  # fmt: skip

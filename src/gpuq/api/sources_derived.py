@@ -3,7 +3,7 @@
 The loader hands every such document of a load to :func:`derive_all` at once, because some need
 the others: the pods of one pod group are one Workload, and a Tekton run names its Pipeline and
 Tasks. Each kind's builder is in :mod:`gpuq.api.sources_pods` (pod groups, LeaderWorkerSet),
-:mod:`gpuq.api.sources_wrapped` (AppWrapper, CronJob) or :mod:`gpuq.api.sources_pipelines`
+:mod:`gpuq.api.sources_wrapped` (AppWrapper, CronJob, Sandbox) or :mod:`gpuq.api.sources_pipelines`
 (Argo Workflow, Tekton).
 """
 
@@ -15,13 +15,14 @@ from typing import Any
 from gpuq.api.source_fields import SourceError
 from gpuq.api.sources_pipelines import ARGO_API_VERSION, TEKTON_API_VERSION, TEKTON_KINDS, tekton, workflow
 from gpuq.api.sources_pods import LWS_API_VERSION, Derived, Finding, group_name, leaderworkerset, pod_groups
-from gpuq.api.sources_wrapped import appwrapper, cronjob
+from gpuq.api.sources_wrapped import SANDBOX_API_VERSION, appwrapper, cronjob, sandbox
 
 _PER_DOCUMENT: dict[tuple[str, str], Callable[[Mapping[str, Any]], Derived]] = {
     (LWS_API_VERSION, "LeaderWorkerSet"): leaderworkerset,
     ("workload.codeflare.dev/v1beta2", "AppWrapper"): appwrapper,
     ("batch/v1", "CronJob"): cronjob,
     (ARGO_API_VERSION, "Workflow"): workflow,
+    (SANDBOX_API_VERSION, "Sandbox"): sandbox,
 }
 DERIVED_KINDS = frozenset({*_PER_DOCUMENT, *((TEKTON_API_VERSION, k) for k in TEKTON_KINDS)})
 """``(apiVersion, kind)`` read here; plus ``v1`` Pods of a pod group (:func:`is_derived`)."""

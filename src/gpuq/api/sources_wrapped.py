@@ -1,4 +1,5 @@
-"""Sources that wrap other objects: AppWrapper (workload.codeflare.dev/v1beta2) and CronJob (batch/v1).
+"""Sources that wrap other objects: AppWrapper (workload.codeflare.dev/v1beta2), CronJob (batch/v1)
+and Sandbox (agents.x-k8s.io/v1alpha1).
 
 **AppWrapper** is Kueue's ``pkg/controller/jobs/appwrapper`` integration, whose ``PodSets`` reads
 the AppWrapper project's ``awutils.GetComponentPodSpecs``:
@@ -17,6 +18,11 @@ the AppWrapper project's ``awutils.GetComponentPodSpecs``:
 into the Job its controller would create next (``<name>-<scheduled time in minutes>``, the
 labels and annotations of ``spec.jobTemplate.metadata``), scheduled after the CronJob's
 ``creationTimestamp`` (else the epoch); a suspended CronJob gives none (a warning).
+
+**Sandbox** (kubernetes-sigs/agent-sandbox) is not a Kueue integration either: its controller
+creates one Pod of ``spec.podTemplate``, named as the Sandbox, and a queue-name label on that
+template makes the pod a plain-Pod workload of Kueue's pod integration (Kueue's
+``pod-based-workloads`` sandbox example). ``spec.replicas: 0`` (a paused Sandbox) makes no pod.
 """
 
 from __future__ import annotations
@@ -226,3 +232,32 @@ def _timestamp(value: Any) -> float | None:
 
 def _rfc3339(t_s: float) -> str:
     return datetime.datetime.fromtimestamp(t_s, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- Sandbox ----------------------------------------------------------------------------------------
+
+SANDBOX_API_VERSION = "agents.x-k8s.io/v1alpha1"
+
+
+def sandbox(doc: Mapping[str, Any]) -> Derived:
+    """The Sandbox's pod as a plain-Pod Workload (the module doc); none while it is paused."""
+    metadata = _metadata(doc)
+    spec = mapping_field(doc.get("spec"), "spec")
+    replicas = spec.get("replicas", 1)
+    if replicas not in (0, 1) or isinstance(replicas, bool):
+        raise SourceError("spec.replicas", f"must be 0 or 1, got {replicas!r}")
+    if replicas == 0:
+        message = "a paused Sandbox (replicas 0) makes no pod: not scheduled by gpuq"
+        return Derived((), (Finding("spec.replicas", message, "warning"),))
+    template = mapping_field(spec.get("podTemplate"), "spec.podTemplate")
+    tmeta = mapping_field(template.get("metadata"), "spec.podTemplate.metadata", required=False)
+    pod_spec = mapping_field(template.get("spec"), "spec.podTemplate.spec")
+    pod_meta: dict[str, Any] = {"name": metadata["name"], "namespace": metadata.get("namespace") or "default"}
+    for key in ("labels", "annotations"):
+        if tmeta.get(key):
+            pod_meta[key] = dict(tmeta[key])
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": copy.deepcopy(dict(pod_spec))}
+    try:
+        return Derived((to_workload(pod),))
+    except SourceError as err:  # a field of the pod is one of spec.podTemplate
+        raise SourceError(f"spec.podTemplate.{err.field}", err.message) from None

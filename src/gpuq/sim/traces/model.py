@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 
 from gpuq.core.model import Toleration
 
-TRACE_KINDS = ("Job", "JobSet", "PyTorchJob", "XGBoostJob", "PaddleJob", "TFJob", "JAXJob", "MPIJob")
+TRACE_KINDS = (
+    "Job", "JobSet", "PyTorchJob", "XGBoostJob", "PaddleJob", "TFJob", "JAXJob", "MPIJob", "TrainJob",
+    "RayJob", "RayCluster", "SparkApplication", "LeaderWorkerSet", "AppWrapper", "StatefulSet", "Pod",
+)  # fmt: skip
 """The kinds a trace's ``kind`` column may name (built by :mod:`gpuq.sim.trace_kinds`); empty: one pod set."""
 
 
