@@ -95,6 +95,16 @@ k8s`` writes beside the configuration...): listed in :attr:`LoadResult.ignored`,
 
 
 @dataclass(frozen=True)
+class CronJobSource:
+    """A CronJob as written, and the key (namespace, name) of the Workload of its next Job."""
+
+    path: str
+    line: int
+    data: Mapping[str, Any] = field(repr=False)
+    workload_key: tuple[str, str] = ("", "")
+
+
+@dataclass(frozen=True)
 class LoadResult:
     """What :func:`load` read. ``config`` is None and ``workloads``, ``nodes`` and ``node_pools``
     empty when any error exists.
@@ -114,6 +124,9 @@ class LoadResult:
     ignored: tuple[foreign_kinds.IgnoredObject, ...] = ()
     """Objects not scheduled by gpuq (:mod:`gpuq.api.foreign_kinds`), in input order: the verbs print
     :attr:`ignored_summary`."""
+    cron_jobs: tuple[CronJobSource, ...] = ()
+    """The CronJobs read, each with the Workload of the Job it creates next (in :attr:`workloads`):
+    ``gpuq simulate`` creates their Jobs on their schedules (:mod:`gpuq.sim.cron_jobs`)."""
 
     @property
     def ignored_summary(self) -> str | None:
@@ -206,6 +219,7 @@ def load_documents(
     kueue_config = _configuration(items)
     context = SourceContext.of(item.data for item in items)  # the second pass reads sources against it
     derived: list[Document] = []  # read together: a pod group's pods, a Tekton run and its Pipeline
+    cron_jobs: list[CronJobSource] = []
     for item in items:
         if _unmanaged(item, kueue_config, diagnostics):
             continue
@@ -216,7 +230,7 @@ def load_documents(
         if manifest is not None:
             manifests.append(manifest)
             manifests += _serving_pod_workloads(item, manifest, kueue_config, diagnostics, broken)
-    manifests += _derived_manifests(derived, diagnostics, broken, ignored)
+    manifests += _derived_manifests(derived, diagnostics, broken, ignored, cron_jobs)
     manifests, unqueued = queue_defaulting.default_queues(manifests)
     manifests = compute_class.unshadowed(manifests)
     diagnostics += unqueued
@@ -245,6 +259,7 @@ def load_documents(
         found.node_pools,
         found.catalogue,
         tuple(ignored),
+        tuple(cron_jobs),
     )
 
 
@@ -740,9 +755,11 @@ def _derived_manifests(
     diagnostics: list[Diagnostic],
     broken: list[references.ObjectKey],
     ignored: list[foreign_kinds.IgnoredObject] | None = None,
+    cron_jobs: list[CronJobSource] | None = None,
 ) -> list[Manifest]:
     """Step 3 for the documents :mod:`gpuq.api.sources_derived` reads, all at once; those that make
-    no pods by themselves (a Tekton Task or Pipeline) go to ``ignored``."""
+    no pods by themselves (a Tekton Task or Pipeline) go to ``ignored``, the CronJobs whose next Job
+    loads to ``cron_jobs``."""
     out: list[Manifest] = []
     for document, derived in zip(
         documents, sources_derived.derive_all([d.data for d in documents]), strict=True
@@ -762,6 +779,9 @@ def _derived_manifests(
             manifest = _source_manifest(document, workload, diagnostics, broken)
             if manifest is not None:
                 out.append(manifest)
+                if kind == "CronJob" and cron_jobs is not None:
+                    key = (manifest.namespace, manifest.model.metadata.name)
+                    cron_jobs.append(CronJobSource(document.path, document.line, document.data, key))
     return out
 
 

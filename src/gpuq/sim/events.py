@@ -32,6 +32,7 @@ class EventKind(IntEnum):
     ARRIVAL = 6  # a workload is submitted
     SERVICE_SYNC = 7  # an autoscaled service's sync period elapsed (ServiceHooks; version: the service)
     PROVISIONING = 8  # a provisioning wake-up (ProvisioningHooks; tag: its kind, version: its token)
+    CRON = 9  # a CronJob's scheduled time, or a missed one run late (CronHooks; key: the CronJob)
 
     @property
     def core(self) -> bool:

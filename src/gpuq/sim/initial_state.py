@@ -135,8 +135,14 @@ def initial_state(result: LoadResult, source: StateSource) -> InitialState:
 
 
 def state_manifests(result: LoadResult, source: StateSource) -> list[Manifest]:
-    """The workload manifests (Workloads, and Jobs... read as Workloads) of the state's files."""
-    return [m for m in result.manifests if isinstance(m.model, kueue.Workload) and source.holds(m.path)]
+    """The workload manifests (Workloads, and Jobs... read as Workloads) of the state's files; a
+    CronJob's next Job is not one: the CronJob creates its Jobs on its schedule
+    (:mod:`gpuq.sim.cron_jobs`)."""
+    return [
+        m
+        for m in result.manifests
+        if isinstance(m.model, kueue.Workload) and source.holds(m.path) and m.kind != "CronJob"
+    ]
 
 
 def check(manifest: Manifest, config: ClusterConfig, at_s: float) -> Iterator[Diagnostic]:

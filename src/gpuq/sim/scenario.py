@@ -31,6 +31,7 @@ from gpuq.api.scenario import (
 )
 from gpuq.core.model import Admission, ClusterConfig
 from gpuq.core.nodes import Node
+from gpuq.sim.cron_jobs import CronJobs, CronPlan, CronPlanError, cron_plan
 from gpuq.sim.fcfs import ANY_FLAVOR, FCFS_QUEUE, fcfs_config
 from gpuq.sim.generator import generate
 from gpuq.sim.initial_state import InitialState, StateSource, initial_state, later_arrivals
@@ -98,6 +99,7 @@ class PreparedVariant:
     notes: tuple[str, ...] = ()  # trace rows the initial state replaces
     serving: ServingPlan | None = None  # autoscaled services (spec.serving), see gpuq.sim.serving.fleet
     provisioning: ProvisioningSetup | None = None  # spec.provisioning, see gpuq.sim.provisioning.provisioner
+    cron: CronPlan | None = None  # the CronJobs' schedules, see gpuq.sim.cron_jobs
 
     def simulation(
         self,
@@ -120,6 +122,7 @@ class PreparedVariant:
             on_probe=on_probe,
             services=ServingFleet(self.serving) if self.serving is not None else None,
             provisioning=Provisioner(self.provisioning) if self.provisioning is not None else None,
+            cron=CronJobs(self.cron) if self.cron is not None else None,
         )
 
 
@@ -301,13 +304,15 @@ def prepare(plan: ScenarioPlan, variant: VariantPlan, trace: TraceRead) -> Prepa
     if variant.ignore_priorities:
         jobs, pending = [_unprioritised(j) for j in jobs], [_unprioritised(j) for j in pending]
         residents = [dataclasses.replace(r, job=_unprioritised(r.job)) for r in residents]
+    settings = _settings(plan.spec.settings if plan.spec else Settings(), variant.override)
+    cron = _cron(variant, result, state, [*pending, *jobs], settings)
     if variant.queueing == "fcfs":
         everything = [*jobs, *pending, *(r.job for r in residents)]
+        everything += [SimJob(c.template, c.duration_s, 0.0) for c in (cron.crons if cron else ())]
         config = fcfs_config(
             config, {r for j in everything for ps in j.workload.pod_sets for r in ps.requests}
         )
         residents = [_fcfs_resident(r) for r in residents]
-    settings = _settings(plan.spec.settings if plan.spec else Settings(), variant.override)
     nodes, down = _nodes_with_spares(result, settings)
     chosen = variant.provisioning or (plan.spec.provisioning if plan.spec else None)
     setup = provisioning_setup(result, chosen, plan.seed) if chosen is not None else None
@@ -334,7 +339,28 @@ def prepare(plan: ScenarioPlan, variant: VariantPlan, trace: TraceRead) -> Prepa
         tuple(notes),
         serving,
         setup,
+        cron,
     )
+
+
+def _cron(
+    variant: VariantPlan,
+    result: LoadResult,
+    state: InitialState | None,
+    jobs: Sequence[SimJob],
+    settings: SimSettings,
+) -> CronPlan | None:
+    """The CronJobs' schedules from the initial state's instant (else the epoch) to the horizon (else
+    the last arrival)."""
+    origin = state.at_s if state is not None else 0.0
+    until = settings.horizon_s
+    if until is None and jobs:
+        until = max(j.workload.creation_time for j in jobs)
+    try:
+        return cron_plan(result, origin, until, ignore_priorities=variant.ignore_priorities)
+    except CronPlanError as err:
+        message = f"variant {variant.name}: a CronJob cannot be simulated"
+        raise ScenarioError(message, err.diagnostics) from err
 
 
 def _serving(

@@ -59,6 +59,7 @@ _TIMERS = {EventKind.PODS_READY_TIMEOUT: Timer.PODS_READY, EventKind.REQUEUE: Ti
 _TIMER_EVENTS = {timer: kind for kind, timer in _TIMERS.items()}
 _SERVICE_EVENTS = frozenset({EventKind.SERVICE_SYNC})
 _PROVISIONING_EVENTS = frozenset({EventKind.PROVISIONING})
+_CRON_EVENTS = frozenset({EventKind.CRON})
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +166,16 @@ class ProvisioningHooks(Protocol):
     def close(self, end: float, sim: Simulation) -> None: ...
 
 
+class CronHooks(Protocol):
+    """CronJobs creating Jobs on their schedules (:class:`gpuq.sim.cron_jobs.CronJobs`): timers of
+    kind ``CRON`` on the event heap; told when a workload ends (a Forbid'den run may follow)."""
+
+    def template_workloads(self) -> list[Workload]: ...
+    def start(self, sim: Simulation) -> None: ...
+    def on_event(self, event: Event, now: float, sim: Simulation) -> None: ...
+    def on_ended(self, key: str, now: float, sim: Simulation) -> None: ...
+
+
 @dataclass
 class SimResult:
     runs: dict[str, SimRun]
@@ -196,6 +207,7 @@ class Simulation:
         stop_when: Callable[[Simulation], bool] | None = None,
         services: ServiceHooks | None = None,
         provisioning: ProvisioningHooks | None = None,
+        cron: CronHooks | None = None,
     ) -> None:
         """``probes``: sorted simulated times at which ``on_probe(t, simulation)`` sees the state, once
         each, before the events of the first instant at or after ``t`` are applied (a live system
@@ -212,6 +224,7 @@ class Simulation:
                     [job.workload for job in jobs]
                     + [r.job.workload for r in residents]
                     + (services.template_workloads() if services is not None else [])
+                    + (cron.template_workloads() if cron is not None else [])
                 ),
                 flavors=config.flavors,
                 topologies=config.topologies,
@@ -250,6 +263,7 @@ class Simulation:
         self._stop_when = stop_when
         self.services = services
         self.provisioning = provisioning
+        self.cron = cron
         self.stopped_at: float | None = None
         self.first_admissions = 0  # workloads admitted for the first time (residents not counted)
         self._next_probe = 0
@@ -270,6 +284,8 @@ class Simulation:
             self.services.start(self)
         if self.provisioning is not None:
             self.provisioning.start(self)
+        if self.cron is not None:
+            self.cron.start(self)
         for index, change in enumerate(self.settings.node_changes):
             kind = EventKind.NODE_DOWN if change.action == "remove" else EventKind.NODE_UP
             self.queue.push(change.time, kind, str(index))
@@ -415,8 +431,8 @@ class Simulation:
 
     def _apply_due(self, now: float) -> None:
         """Everything due at ``now``, phase by phase: the core events in (time, kind, push order),
-        those pushed meanwhile included; the arrivals; the services' events, then the provisioning
-        hooks' (those pushed at ``now`` meanwhile included), each in (time, push order). A core
+        those pushed meanwhile included; the arrivals; the services' events, the CronJobs', then the
+        provisioning hooks' (those pushed at ``now`` meanwhile included), each in (time, push order). A core
         event a hook pushes for ``now`` is set aside by the hooks' phases and applied by the next
         instant of the loop, at the same ``now``."""
         for event in self.queue.due(now, CORE_KINDS):
@@ -432,6 +448,9 @@ class Simulation:
         if self.services is not None:
             for event in self.queue.due(now, _SERVICE_EVENTS):
                 self.services.on_event(event, now, self)
+        if self.cron is not None:
+            for event in self.queue.due(now, _CRON_EVENTS):
+                self.cron.on_event(event, now, self)
         if self.provisioning is not None:
             for event in self.queue.due(now, _PROVISIONING_EVENTS):
                 self.provisioning.on_event(event, now, self)
@@ -641,6 +660,8 @@ class Simulation:
         if effect.message or effect.cause != "work":
             run.reason = effect.message
         run.status, run.ended, run.held = effect.state, now, False
+        if self.cron is not None:
+            self.cron.on_ended(effect.key, now, self)
 
     # ----------------------------------------------------------------- nodes
     def _change_nodes(self, change: NodeChange, now: float, reason: str = "") -> None:
