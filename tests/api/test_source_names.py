@@ -133,3 +133,29 @@ def test_a_jobset_needs_room_for_its_largest_job_and_pod_names() -> None:
     indexed = jobset(rjob("workers", 2, completionMode="Indexed", completions=100), name=name)
     ((field, message),) = source_document_problems(indexed)
     assert field == ("spec", "replicatedJobs", 0, "name") and f"{name}-workers-1-99-abcde" in message
+
+
+DOCUMENT_RULES = [
+    pytest.param(
+        lambda: named(job(completionMode="Indexed", completions=1000), "a" * 60),
+        "metadata.name",
+        "-999",
+        id="an indexed job's largest pod host name",
+    ),
+    pytest.param(
+        lambda: named(jobset(rjob("w" * 40, 100)), "j" * 20),
+        "spec.replicatedJobs[0].name",
+        "the JobSet controller would name a Job",
+        id="a jobset's largest job name",
+    ),
+]
+
+
+@pytest.mark.parametrize(("make", "field", "expected"), DOCUMENT_RULES)
+def test_the_rules_that_read_the_whole_source_are_refused_at_load_naming_the_field(
+    tmp_path: Path, make: Any, field: str, expected: str
+) -> None:
+    result = load_one(tmp_path, make())
+    (error,) = result.errors
+    assert (error.field, error.path) == (field, str(tmp_path / "job.yaml")) and expected in error.message
+    assert error.line > CONFIG.count("\n"), "the line in the source's document"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import calendar
+import zoneinfo
 
 import pytest
 
@@ -45,3 +46,37 @@ def test_next_run_after_a_time(schedule: str, expected: float) -> None:
 def test_bad_schedules_name_the_field(schedule: str, message: str) -> None:
     with pytest.raises(CronError, match=message):
         parse(schedule)
+
+
+PARIS = zoneinfo.ZoneInfo("Europe/Paris")
+ZONED = [
+    pytest.param(
+        "0 2 * * *",
+        at(2024, 6, 1, 12, 0, 0),
+        at(2024, 6, 2, 0, 0, 0),
+        id="02:00 in Paris in summer is 00:00 UTC",
+    ),
+    pytest.param(
+        "0 2 * * *",
+        at(2024, 1, 1, 12, 0, 0),
+        at(2024, 1, 2, 1, 0, 0),
+        id="02:00 in Paris in winter is 01:00 UTC",
+    ),
+    pytest.param(
+        "30 2 * * *",
+        at(2024, 3, 30, 12, 0, 0),
+        at(2024, 4, 1, 0, 30, 0),
+        id="02:30 that the spring change skips does not run that day (robfig/cron)",
+    ),
+    pytest.param(
+        "30 2 * * *",
+        at(2024, 10, 27, 0, 40, 0),
+        at(2024, 10, 27, 1, 30, 0),
+        id="02:30 that the autumn change repeats runs again at its second instant (robfig/cron)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("schedule", "after", "expected"), ZONED)
+def test_a_time_zone_reads_the_fields_on_its_wall_clock(schedule: str, after: float, expected: float) -> None:
+    assert parse(schedule).next_after(after, PARIS) == expected

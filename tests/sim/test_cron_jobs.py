@@ -49,6 +49,7 @@ def cron_job(
     active_deadline: int | None = None,
     gpus: int = 8,
     suspend: bool = False,
+    zone: str | None = None,
 ) -> dict[str, Any]:
     template_meta: dict[str, Any] = {"labels": {"kueue.x-k8s.io/queue-name": "q"}}
     if duration is not None:
@@ -67,6 +68,8 @@ def cron_job(
         spec["startingDeadlineSeconds"] = deadline
     if suspend:
         spec["suspend"] = True
+    if zone is not None:
+        spec["timeZone"] = zone
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
@@ -154,6 +157,11 @@ CASES = [
         id="activeDeadlineSeconds ends each run Failed before its expected duration",
     ),
     pytest.param(cron_job(suspend=True), [], id="a suspended CronJob creates no Job"),
+    pytest.param(
+        cron_job("0 14 * * *", zone="Europe/Paris"),
+        [(3600.0, 3600.0, 5400.0, "Succeeded")],
+        id="spec.timeZone: 14:00 in Paris in January is 13:00 UTC",
+    ),
 ]
 
 
@@ -180,6 +188,7 @@ ERRORS = [
     ),
     pytest.param(cron_job(policy="Sometimes"), "4h", "spec.concurrencyPolicy", id="an unknown policy"),
     pytest.param(cron_job(), None, "spec.schedule", id="no horizon and no trace: the schedule has no end"),
+    pytest.param(cron_job(zone="Mars/Olympus"), "4h", "spec.timeZone", id="an unknown time zone"),
 ]
 
 

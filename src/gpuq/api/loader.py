@@ -70,7 +70,7 @@ from gpuq.api.diagnostics import (
     sort_diagnostics,
 )
 from gpuq.api.fields import unknown_fields, unknown_raw_fields
-from gpuq.api.names import dns_subdomain_problem
+from gpuq.api.names import dns_subdomain_problem, source_document_problems
 from gpuq.api.nodes_convert import NodePoolSummary
 from gpuq.api.source_fields import QUEUE_LABEL, SourceError, template_aliases
 from gpuq.api.sources import to_workload
@@ -670,6 +670,8 @@ def _read_source(
             Diagnostic(document.path, line, kind, name, err.field, err.message, stays_pending=pending)
         )
         return None
+    where = Manifest(document.path, document.line, kind, name, "", None, document.lines)
+    diagnostics += [where.diagnostic(at, message) for at, message in source_document_problems(data)]
     return _source_manifest(document, workload, diagnostics, broken)
 
 

@@ -159,8 +159,8 @@ def source_document_problems(document: Mapping[str, Any]) -> Findings:
       - 1>``, and, for an Indexed Job with completions, the longest pod name, ``<jobset>-<job>-<replicas
       - 1>-<completions - 1>-abcde`` (5 random characters), must be DNS-1035 labels.
 
-    It needs the document as written, which the loader has and a loaded manifest no longer does:
-    ``loader._read_source`` is where to call it (validation checks the name rules alone).
+    It needs the document as written, which the loader has and a loaded manifest no longer does: the
+    loader calls it on each source it reads (validation checks the name rules alone).
     """
     kind, metadata = document.get("kind"), document.get("metadata")
     spec = document.get("spec")

@@ -30,6 +30,7 @@ from __future__ import annotations
 import copy
 import datetime
 import re
+import zoneinfo
 from collections.abc import Mapping
 from typing import Any
 
@@ -166,7 +167,7 @@ def cronjob(doc: Mapping[str, Any]) -> Derived:
     """The Job a CronJob creates next, as its Workload (the module doc)."""
     metadata = _metadata(doc)
     spec = mapping_field(doc.get("spec"), "spec")
-    schedule = parse_schedule(spec)
+    schedule, zone = parse_schedule(spec), time_zone(spec)
     if spec.get("suspend") is True:
         return Derived(
             (),
@@ -177,7 +178,7 @@ def cronjob(doc: Mapping[str, Any]) -> Derived:
             ),
         )
     created = _timestamp(metadata.get("creationTimestamp"))
-    at_s = schedule.next_after(created if created is not None else 0.0)
+    at_s = schedule.next_after(created if created is not None else 0.0, zone)
     if at_s is None:
         return Derived(
             (), (Finding("spec.schedule", "the schedule never fires: no Job to schedule", "warning"),)
@@ -193,12 +194,26 @@ def parse_schedule(spec: Mapping[str, Any]) -> cron.Schedule:
     text = spec.get("schedule")
     if not isinstance(text, str) or not text.strip():
         raise SourceError("spec.schedule", "is required")
-    if spec.get("timeZone"):
-        raise SourceError("spec.timeZone", "time zones are not supported by gpuq; write the schedule in UTC")
     try:
         return cron.parse(text)
     except cron.CronError as err:
         raise SourceError("spec.schedule", str(err)) from None
+
+
+def time_zone(spec: Mapping[str, Any]) -> datetime.tzinfo | None:
+    """``spec.timeZone`` as a zone (None: UTC, as the controller's default ``time.Local`` is in a
+    cluster); an unknown name is refused at that field, as the CronJob API's validation refuses it."""
+    name = spec.get("timeZone")
+    if name is None:
+        return None
+    message = f"unknown time zone {name!r}: expected an IANA name like Europe/Paris"
+    unknown = SourceError("spec.timeZone", message)
+    if not isinstance(name, str) or not name or name != name.strip() or name.startswith("/") or ".." in name:
+        raise unknown
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise unknown from None
 
 
 def next_job(doc: Mapping[str, Any], at_s: float) -> dict[str, Any]:

@@ -7,12 +7,17 @@ The macros ``@yearly`` (``@annually``), ``@monthly``, ``@weekly``, ``@daily`` (`
 ``@hourly`` stand for their five-field forms. As in cron (and ``robfig/cron``), when both
 day-of-month and day-of-week are restricted a day matches either. Times are UTC seconds since
 the epoch; ``CRON_TZ=``/``TZ=`` prefixes and ``@every`` are refused (the CronJob API refuses
-``TZ`` in the schedule too and has ``spec.timeZone``, which gpuq does not read).
+``TZ`` in the schedule too). A CronJob's ``spec.timeZone`` is a ``tzinfo`` given to
+:meth:`Schedule.next_after`: the fields are then read on that zone's wall clock, as the CronJob
+controller does (``robfig/cron`` with a location): a wall time that a change to daylight-saving
+time skips does not run that day ("jobs scheduled during daylight-savings leap-ahead transitions
+will not be run", robfig/cron's doc), and one that the change back repeats runs at both instants.
 """
 
 from __future__ import annotations
 
 import calendar
+import datetime
 from dataclasses import dataclass
 
 MACROS = {
@@ -31,6 +36,8 @@ _NAMES = {
 _BOUNDS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
 _FIELD_NAMES = ("minute", "hour", "day of month", "month", "day of week")
 _SEARCH_YEARS = 5
+_EPOCH = datetime.datetime(1970, 1, 1)
+_LARGEST_CHANGE_S = 3 * 3600  # larger than any zone's change of offset (2 h at most)
 
 
 class CronError(ValueError):
@@ -49,8 +56,28 @@ class Schedule:
     days_any: bool
     weekdays_any: bool
 
-    def next_after(self, t_s: float) -> float | None:
-        """The first scheduled time strictly after ``t_s`` (UTC seconds), None within 5 years."""
+    def next_after(self, t_s: float, zone: datetime.tzinfo | None = None) -> float | None:
+        """The first scheduled time strictly after ``t_s`` (UTC seconds), None within 5 years; with
+        ``zone``, the fields are matched on that zone's wall clock (the module doc)."""
+        if zone is None:
+            return self._next_after_utc(t_s)
+        wall = datetime.datetime.fromtimestamp(t_s, zone).replace(tzinfo=None)
+        # from a little before: a wall time the change back repeats can come after t_s again
+        after = (wall - _EPOCH).total_seconds() - _LARGEST_CHANGE_S
+        while True:
+            found = self._next_after_utc(after)
+            if found is None:
+                return None
+            naive = _EPOCH + datetime.timedelta(seconds=found)
+            for fold in (0, 1):  # a wall time repeated by a change back: both of its instants
+                at = naive.replace(tzinfo=zone, fold=fold).timestamp()
+                if datetime.datetime.fromtimestamp(at, zone).replace(tzinfo=None) != naive:
+                    break  # a wall time the change forward skips: it never comes, it does not run
+                if at > t_s:
+                    return at
+            after = found
+
+    def _next_after_utc(self, t_s: float) -> float | None:
         minute = int(t_s // 60) + 1
         limit = minute + _SEARCH_YEARS * 366 * 24 * 60
         while minute < limit:

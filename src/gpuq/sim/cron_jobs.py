@@ -4,7 +4,8 @@ The loader reads each CronJob into the Workload of the Job it creates next
 (:attr:`gpuq.api.loader.LoadResult.cron_jobs`); that Workload is the template of every Job the
 CronJob creates: the same pod sets, queue and priority, a new name and creation time each run.
 The simulation's time 0 is :data:`origin_s` of the run (the initial state's ``at``, else the
-epoch, 1970-01-01T00:00:00Z), so ``0 2 * * *`` fires at 02:00 UTC of each simulated day.
+epoch, 1970-01-01T00:00:00Z), so ``0 2 * * *`` fires at 02:00 UTC of each simulated day (02:00
+on the wall clock of ``spec.timeZone`` when it names one).
 
 As Kubernetes' CronJob controller (``pkg/controller/cronjob/cronjob_controllerv2.go``) does, at
 each scheduled time:
@@ -26,6 +27,7 @@ own (one event heap, kind ``CRON``), so a CronJob costs nothing between its runs
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from gpuq.api.diagnostics import Diagnostic
 from gpuq.api.loader import CronJobSource, LoadResult
 from gpuq.api.sources import workload_name
-from gpuq.api.sources_wrapped import parse_schedule
+from gpuq.api.sources_wrapped import parse_schedule, time_zone
 from gpuq.core import cron
 from gpuq.core.model import Workload
 from gpuq.sim.events import Event, EventKind
@@ -63,6 +65,7 @@ class CronSpec:
     namespace: str
     name: str
     schedule: cron.Schedule
+    zone: datetime.tzinfo | None  # spec.timeZone; None: UTC
     policy: str
     starting_deadline_s: float | None
     template: Workload
@@ -152,7 +155,8 @@ def _spec(
     crons = CronSpec(
         namespace=str(metadata.get("namespace") or "default"),
         name=name,
-        schedule=parse_schedule(spec),  # the loader parsed it already: it cannot fail here
+        schedule=parse_schedule(spec),  # the loader parsed both already: they cannot fail here
+        zone=time_zone(spec),
         policy=policy,
         starting_deadline_s=float(deadline) if deadline is not None else None,
         template=template,
@@ -190,7 +194,7 @@ class CronJobs:
             self._schedule_next(index, item, self.plan.origin_s - 1.0, sim)
 
     def _schedule_next(self, index: int, item: _Cron, after_abs_s: float, sim: Simulation) -> None:
-        at_abs = item.spec.schedule.next_after(after_abs_s)
+        at_abs = item.spec.schedule.next_after(after_abs_s, item.spec.zone)
         if at_abs is None:
             return
         at = at_abs - self.plan.origin_s
