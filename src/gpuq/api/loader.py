@@ -56,6 +56,7 @@ from gpuq.api import (
     references,
     serving,
     sources_derived,
+    sources_pods,
     validation,
 )
 from gpuq.api import scenario as _scenario  # noqa: F401  (registers the Scenario kind)
@@ -127,6 +128,10 @@ class LoadResult:
     cron_jobs: tuple[CronJobSource, ...] = ()
     """The CronJobs read, each with the Workload of the Job it creates next (in :attr:`workloads`):
     ``gpuq simulate`` creates their Jobs on their schedules (:mod:`gpuq.sim.cron_jobs`)."""
+    companions: tuple[Document, ...] = field(default=(), repr=False)
+    """Documents that make no Workload of their own but belong to one: the pods of a pod group after
+    the first (whose document carries the group's Workload), and the training runtimes TrainJobs
+    read. ``gpuq export k8s`` writes them back as written, beside their workloads."""
 
     @property
     def ignored_summary(self) -> str | None:
@@ -260,6 +265,7 @@ def load_documents(
         found.catalogue,
         tuple(ignored),
         tuple(cron_jobs),
+        _companions(items, derived),
     )
 
 
@@ -785,6 +791,28 @@ def _derived_manifests(
                     key = (manifest.namespace, manifest.model.metadata.name)
                     cron_jobs.append(CronJobSource(document.path, document.line, document.data, key))
     return out
+
+
+def _companions(items: Sequence[Document], derived: Sequence[Document]) -> tuple[Document, ...]:
+    """:attr:`LoadResult.companions`: the training runtimes among ``items``, then the pods of each pod
+    group but its first (the group's Workload rides on the first, :func:`sources_pods.pod_groups`)."""
+    runtimes = [
+        item
+        for item in items
+        if isinstance(item.data, dict)
+        and is_runtime(str(item.data.get("apiVersion")), str(item.data.get("kind")))
+    ]
+    first: set[tuple[str, str]] = set()
+    members = []
+    for item in derived:
+        group = sources_pods.group_name(item.data)
+        if not group:
+            continue
+        key = (_namespace_of(item.data), group)
+        if key in first:
+            members.append(item)
+        first.add(key)
+    return (*runtimes, *members)
 
 
 def _configuration(items: Sequence[Document]) -> kueue.Configuration | None:

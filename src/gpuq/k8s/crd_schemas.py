@@ -3,7 +3,8 @@
 ``gpuq/k8s/crds/*.json.gz`` bundles, per project release, the ``openAPIV3Schema``
 of every served version of the CRDs the export writes (Kueue v0.19.2, Karpenter
 v1.14.1 and its AWS provider, KEDA v2.20.2, KServe v0.20.0, KubeRay v1.7.0, the
-Prometheus operator v0.93.0, JobSet v0.12.0, Kubeflow's training operator v1.9.0;
+Prometheus operator v0.93.0, JobSet v0.12.0, Kubeflow's training operator v1.9.0 and
+Trainer v2.2.1;
 their ``PROVENANCE.md`` names paths and commits). :func:`check_custom` validates an
 object the way the API server does on create (``kubectl apply`` validates with
 ``fieldValidation=Strict``), as far as JSON Schema can:
@@ -50,6 +51,7 @@ BUNDLES = (
     "prometheus-operator-v0.93.0",
     "jobset-v0.12.0",
     "training-operator-v1.9.0",
+    "trainer-v2.2.1",
 )
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 

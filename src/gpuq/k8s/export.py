@@ -92,7 +92,7 @@ def build_export(result: LoadResult, options: ExportOptions, alert_rules: dict[s
         raise ValueError("the configuration did not load; nothing to export")
     manifests = result.manifests
     teams = manifests_tenancy.team_namespaces(result.config, result.workloads)
-    found = manifests_originals.originals(manifests)
+    found = manifests_originals.originals(manifests, result.companions)
     tenancy = manifests_tenancy.resource_quotas(result.config, teams)
     tenancy += manifests_tenancy.network_policies(teams, options, manifests)
     tenancy += manifests_tenancy.rbac(teams)

@@ -38,6 +38,7 @@ CORE_API_VERSIONS = frozenset(
         "networking.k8s.io/v1",
         "rbac.authorization.k8s.io/v1",
         "scheduling.k8s.io/v1",
+        "resource.k8s.io/v1",  # DRA, served from Kubernetes 1.34
     }
 )
 
@@ -111,7 +112,13 @@ def check_core(obj: Mapping[str, Any], kubernetes_version: str) -> list[tuple[st
     version = schema_version(kubernetes_version)
     validator = _validator(version, str(obj.get("apiVersion")), str(obj.get("kind")))
     if validator is None:
-        return [("kind", f"no Kubernetes {version} schema for {obj.get('apiVersion')}/{obj.get('kind')}")]
+        return [
+            (
+                "kind",
+                f"no Kubernetes {version} schema for {obj.get('apiVersion')}/{obj.get('kind')}: that release "
+                "does not serve it (--kubernetes-version names the release the export targets)",
+            )
+        ]
     plain = json.loads(json.dumps(obj))
     return _named(validator.iter_errors(plain))
 

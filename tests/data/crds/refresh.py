@@ -2,7 +2,7 @@
 
 Run from the repository root with each project's git repository at hand::
 
-    python tests/data/crds/refresh.py /path/to/mirrors
+    python tests/data/crds/refresh.py /path/to/mirrors [BUNDLE...]
 
 where ``/path/to/mirrors/<owner>+<name>/repo`` is a (bare) clone. For every CRD listed
 in ``SOURCES`` the ``openAPIV3Schema`` of each served version is kept, with its
@@ -77,6 +77,14 @@ SOURCES: dict[str, tuple[str, str, list[str]]] = {
         "v1.9.0",
         ["manifests/base/crds/kubeflow.org_pytorchjobs.yaml"],
     ),
+    "trainer-v2.2.1": (
+        "kubeflow+trainer",
+        "v2.2.1",
+        [
+            f"manifests/base/crds/trainer.kubeflow.org_{name}.yaml"
+            for name in ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
+        ],
+    ),
 }
 _SCHEMA_MAPS = ("properties", "patternProperties", "definitions")
 _SCHEMA_LISTS = ("allOf", "anyOf", "oneOf")
@@ -119,9 +127,11 @@ def crd_entries(text: str, path: str) -> dict[str, Any]:
     return entries
 
 
-def main(mirrors: str) -> None:
+def main(mirrors: str, only: list[str]) -> None:
     target = Path("src/gpuq/k8s/crds")
     for bundle, (mirror, tag, paths) in SOURCES.items():
+        if only and bundle not in only:
+            continue
         repo = f"{mirrors}/{mirror}/repo"
         rev = ["git", "-C", repo, "rev-parse", f"{tag}^{{commit}}"]
         commit = subprocess.check_output(rev, text=True).strip()
@@ -136,4 +146,4 @@ def main(mirrors: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:])
