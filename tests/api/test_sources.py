@@ -540,3 +540,24 @@ def test_an_elastic_job_is_its_first_workload_slice(value: str, elastic: bool) -
         else {}
     )
     assert {k: v for k, v in annotations.items() if k.startswith("kueue.x-k8s.io/")} == expected
+
+
+CLUSTER_SELECTOR = """apiVersion: ray.io/v1
+kind: RayJob
+metadata: {{name: on-shared, namespace: default{labels}}}
+spec: {{entrypoint: python x.py, clusterSelector: {{ray.io/cluster: shared}}}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("labels", "error"),
+    [("", None), (", labels: {kueue.x-k8s.io/queue-name: q}", "spec.clusterSelector")],
+    ids=["without a queue Kueue leaves it alone: not scheduled", "with a queue Kueue's webhook refuses it"],
+)
+def test_a_rayjob_on_an_existing_cluster(labels: str, error: str | None) -> None:
+    from gpuq.api.loader import load_texts
+
+    result = load_texts([("rj.yaml", CLUSTER_SELECTOR.format(labels=labels))])
+    assert [d.field for d in result.errors] == ([error] if error else [])
+    if error is None:
+        assert result.workloads == () and result.ignored_summary == "not scheduled by gpuq, ignored: 1 RayJob"

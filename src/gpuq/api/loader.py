@@ -73,7 +73,7 @@ from gpuq.api.diagnostics import (
 from gpuq.api.fields import unknown_fields, unknown_raw_fields
 from gpuq.api.names import dns_subdomain_problem, source_document_problems
 from gpuq.api.nodes_convert import NodePoolSummary
-from gpuq.api.source_fields import QUEUE_LABEL, SourceError, template_aliases
+from gpuq.api.source_fields import QUEUE_LABEL, NotManaged, SourceError, template_aliases
 from gpuq.api.sources import to_workload
 from gpuq.api.trainjob_sources import RuntimeMissing, SourceContext, is_runtime
 from gpuq.core.gpus import DEFAULT_CATALOGUE, GPUCatalogue
@@ -602,7 +602,7 @@ def read_manifest(
     assert isinstance(api_version, str) and isinstance(kind, str)
     sources = _sources()
     if sources is not None and sources.is_source(api_version, kind):
-        return _read_source(document, sources, diagnostics, broken, context)
+        return _read_source(document, sources, diagnostics, broken, context, ignored)
     if is_runtime(api_version, kind):
         return None
     if serving.is_serving_kind(api_version, kind):  # Deployment, HPA, ScaledObject, KServe... (serving.py)
@@ -663,11 +663,16 @@ def _read_source(
     diagnostics: list[Diagnostic],
     broken: list[references.ObjectKey] | None,
     context: SourceContext | None = None,
+    ignored: list[foreign_kinds.IgnoredObject] | None = None,
 ) -> Manifest | None:
     data = document.data
     kind, name = str(data["kind"]), _name_of(data)
     try:
         workload = sources.to_workload(data, context=context)
+    except NotManaged:
+        if ignored is not None:
+            ignored.append(foreign_kinds.IgnoredObject(document.path, document.line, kind, name))
+        return None
     except sources.SourceError as err:
         parts = _split_field(err.field)
         line = Manifest(document.path, document.line, kind, name, "", None, document.lines).line_of(parts)

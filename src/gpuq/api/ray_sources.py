@@ -17,6 +17,7 @@ from typing import Any
 
 from gpuq.api.generated_names import seeded_suffix
 from gpuq.api.source_fields import (
+    NotManaged,
     SourceError,
     check_pod_sets,
     int_field,
@@ -150,11 +151,14 @@ def _submitter_pod_set(spec: Mapping[str, Any], head: dict[str, Any]) -> dict[st
 def rayjob_pod_sets(doc: Mapping[str, Any], spec: dict[str, Any]) -> list[dict[str, Any]]:
     """The cluster's pod sets, then ``submitter`` in K8sJobMode (the default); SidecarMode adds to the head.
 
-    A RayJob with ``clusterSelector`` runs on an existing cluster: Kueue
-    skips it (no Workload) or refuses it, so gpuq refuses it too.
+    A RayJob with ``clusterSelector`` runs on an existing cluster: Kueue's webhook refuses it when it
+    names a queue, and its reconciler skips it otherwise (no Workload: :class:`NotManaged`).
     """
     if spec.get("clusterSelector"):
-        raise SourceError("spec.clusterSelector", "a RayJob on an existing cluster has no Kueue Workload")
+        message = "a RayJob on an existing cluster has no Kueue Workload"
+        if queue_name(doc["metadata"]):
+            raise SourceError("spec.clusterSelector", f"{message}: a Kueue-managed RayJob cannot use one")
+        raise NotManaged("spec.clusterSelector", message)
     mode = spec.get("submissionMode") or "K8sJobMode"
     if mode not in _SUBMISSION_MODES:
         raise SourceError(

@@ -22,6 +22,11 @@ class SourceError(ValueError):
         self.message = message
 
 
+class NotManaged(SourceError):
+    """A source Kueue leaves alone (no Workload, and no webhook refuses it): the loader lists it as
+    not scheduled by gpuq, as on a real cluster it runs outside Kueue."""
+
+
 def mapping_field(value: object, field: str, *, required: bool = True) -> dict[str, Any]:
     """Return ``value`` as a mapping; ``None`` becomes ``{}`` unless ``required``."""
     if value is None and not required:
