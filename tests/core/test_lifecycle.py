@@ -433,6 +433,45 @@ CASES = [
         instant=False,
     ),
     Case(
+        "a pod of a gang that fails before the others run restarts, then fails the workload at its limit",
+        config(cq()),
+        (
+            ev.Submitted(workload("a").queue("cq").request(2, gpu=1).build(), 0, JobPolicy(backoff_limit=1)),
+            settle(0),
+            ev.PodExited("default/a", "main-0", 126, 1),  # main-1 still starting: the workload is Admitted
+            ("timer", "default/a", Timer.RESTART, 11),
+            ev.PodsRunning("default/a", 12),
+            ev.PodExited("default/a", "main-0", 126, 13),
+        ),
+        (
+            ("Reserved", "a", "Admitted", 0),
+            ("StartPods", "a", 2, 0),
+            ("WakeAt", "a", "Restart", 11),
+            ("RestartPod", "a", "main-0", 11),
+            ("StateChanged", "a", "Running", 12),
+            ("Ended", "a", "Failed", "BackoffLimitExceeded", 13),
+        ),
+        nodes=True,
+    ),
+    Case(
+        "a pod of a gang that succeeds before the others run counts toward the Job's success",
+        config(cq()),
+        (
+            ev.Submitted(workload("a").queue("cq").request(2, gpu=1).build(), 0),
+            settle(0),
+            ev.PodExited("default/a", "main-0", 0, 1),
+            ev.PodsRunning("default/a", 2),
+            ev.PodExited("default/a", "main-1", 0, 6),
+        ),
+        (
+            ("Reserved", "a", "Admitted", 0),
+            ("StartPods", "a", 2, 0),
+            ("StateChanged", "a", "Running", 2),
+            ("Ended", "a", "Succeeded", "JobFinished", 6),
+        ),
+        nodes=True,
+    ),
+    Case(
         "every pod succeeding ends a Job; one pod's success alone does not",
         config(cq()),
         (

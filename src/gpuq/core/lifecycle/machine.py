@@ -81,6 +81,9 @@ class LifecycleHooks(Protocol):
         """The cycle's decisions as disruption budgets allow them (identity without services)."""
 
 
+_PODS_STARTED = frozenset({S.ADMITTED, S.RUNNING})
+"""States in which a workload's pods may have started: Admitted while the rest of a gang still starts."""
+
 @dataclass(frozen=True, slots=True)
 class LifecycleSettings:
     """``instant_stops``: pods stop the moment they are told to (the simulator does not model
@@ -345,7 +348,7 @@ class Lifecycle:
             if not life.running_pods:
                 self._complete_eviction(life, event.at)
             return
-        if life.state != S.RUNNING:
+        if life.state not in _PODS_STARTED:  # a pod of a gang can end before the last one starts
             return
         pod_set = event.pod.rsplit("-", 1)[0]
         if pod_set == life.policy.completion_pod_set:
@@ -439,7 +442,7 @@ class Lifecycle:
                 self.scheduler.requeue_inadmissible(life.cluster_queue)
             self._dirty = True
         elif event.timer == Timer.RESTART:
-            if life.state == S.RUNNING and not life.evicting:
+            if life.state in _PODS_STARTED and not life.evicting:
                 life.running_pods.add(event.pod)
                 self.hooks.effect(RestartPod(life.key, event.pod, event.at))
         elif event.timer == Timer.DEADLINE and life.state.holds_quota and not life.evicting:
