@@ -8,35 +8,10 @@ from typing import Any
 
 import pytest
 import yaml
+from test_trace_kinds import CLUSTER  # one team, one 8-GPU node
 
 from gpuq.sim.scenario import ScenarioError, load_workloads, plan_scenario, prepare
 
-CLUSTER = """\
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: gpu}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: team-a}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: gpu
-      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: q, namespace: team-a}
-spec: {clusterQueue: team-a}
----
-apiVersion: gpuq.dev/v1alpha1
-kind: NodePool
-metadata: {name: box}
-spec: {machineType: box, count: 1, cpu: "64", memory: 512Gi, gpu: {model: A100-80GB, count: 8}}
-"""
 AT = "2025-01-01T12:00:00Z"  # a Wednesday, noon UTC: simulated time 0
 
 

@@ -147,16 +147,20 @@ spec: {machineType: box, count: 1, cpu: "64", memory: 512Gi, gpu: {model: A100-8
 """
 
 
-def test_a_trace_of_mixed_kinds_simulates_to_the_end(tmp_path: Path) -> None:
-    (tmp_path / "cluster.yaml").write_text(CLUSTER)
-    (tmp_path / "trace.csv").write_text(TRACE)
+def simulated(tmp_path: Path, cluster: str, trace: str) -> dict[str, tuple[str, str, str]]:
+    """``gpuq simulate`` of ``trace`` on ``cluster``: each workload's (pods, gpus, status)."""
+    (tmp_path / "cluster.yaml").write_text(cluster)
+    (tmp_path / "trace.csv").write_text(trace)
     out = tmp_path / "out"
     args = ["simulate", "-f", str(tmp_path / "cluster.yaml"), "--trace", str(tmp_path / "trace.csv")]
-    result = runner.invoke(app, [*args, "--out", str(out), "-q"])
+    result = runner.invoke(app, [*args, "--out-dir", str(out), "-q"])
     assert result.exit_code == 0, result.output
     with open(out / "workloads.csv", newline="") as handle:
-        rows = {r["name"]: r for r in csv.DictReader(handle)}
-    assert {name: (r["pods"], r["gpus"], r["status"]) for name, r in rows.items()} == {
+        return {r["name"]: (r["pods"], r["gpus"], r["status"]) for r in csv.DictReader(handle)}
+
+
+def test_a_trace_of_mixed_kinds_simulates_to_the_end(tmp_path: Path) -> None:
+    assert simulated(tmp_path, CLUSTER, TRACE) == {
         "plain": ("2", "4", "Succeeded"),
         "torch": ("4", "4", "Succeeded"),
         "mpi": ("3", "4", "Succeeded"),
@@ -183,15 +187,7 @@ CPU_CLUSTER = CPU_CLUSTER.replace(
 
 
 def test_a_trace_of_pod_based_ray_spark_and_trainer_kinds_simulates_to_the_end(tmp_path: Path) -> None:
-    (tmp_path / "cluster.yaml").write_text(CPU_CLUSTER)
-    (tmp_path / "trace.csv").write_text(MORE_KINDS)
-    out = tmp_path / "out"
-    args = ["simulate", "-f", str(tmp_path / "cluster.yaml"), "--trace", str(tmp_path / "trace.csv")]
-    result = runner.invoke(app, [*args, "--out-dir", str(out), "-q"])
-    assert result.exit_code == 0, result.output
-    with open(out / "workloads.csv", newline="") as handle:
-        rows = {r["name"]: r for r in csv.DictReader(handle)}
-    assert {name: (r["pods"], r["gpus"], r["status"]) for name, r in rows.items()} == {
+    assert simulated(tmp_path, CPU_CLUSTER, MORE_KINDS) == {
         "ray": ("4", "4", "Succeeded"),
         "lws": ("2", "2", "Succeeded"),
         "group": ("2", "2", "Succeeded"),
