@@ -86,11 +86,17 @@ BAD_REQUESTS = [
     ),
     pytest.param("", 422, "no document", id="empty body"),
     pytest.param(
-        "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\n"
-        "metadata: {name: l, namespace: team-a}\n",
+        "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: c, namespace: team-a}\n",
         422,
-        "gpuq serve does not run a LeaderWorkerSet live",
+        "gpuq serve does not run a CronJob live",
         id="a kind read by admit and simulate only",
+    ),
+    pytest.param(
+        "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\n"
+        "metadata: {name: l, namespace: team-a}\nspec: {replicas: 2}\n",
+        422,
+        "gpuq serve runs a LeaderWorkerSet of one group",
+        id="a LeaderWorkerSet of two groups",
     ),
     pytest.param(
         dump(
@@ -212,3 +218,22 @@ def test_a_kind_of_another_project_is_refused_by_a_live_apply(plane: Plane) -> N
     assert response.status_code == 422, response.text
     (diagnostic,) = response.json()["diagnostics"]
     assert "unknown kind 'Widget' in apiVersion 'example.com/v1'" in diagnostic["message"]
+
+
+def test_an_appwrapper_becomes_one_pending_workload_of_its_wrapped_pods(any_plane: Plane) -> None:
+    wrapped = job("inner")
+    wrapped["spec"]["parallelism"] = 2
+    appwrapper = {
+        "apiVersion": "workload.codeflare.dev/v1beta2",
+        "kind": "AppWrapper",
+        "metadata": {"name": "aw", "namespace": "team-a", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+        "spec": {"components": [{"template": wrapped}]},
+    }
+    response = any_plane.apply(dump(appwrapper), any_plane.team_a)
+    assert response.status_code == 200, response.text
+    assert response.json()["results"] == [
+        {"kind": "AppWrapper", "namespace": "team-a", "name": "aw", "action": "created"}
+    ]
+    record = any_plane.store.get_workload("team-a", "aw")
+    assert record is not None
+    assert (record.state, record.queue_name, record.source_kind) == ("Pending", "q", "AppWrapper")

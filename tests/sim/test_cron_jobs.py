@@ -10,6 +10,7 @@ import pytest
 import yaml
 from test_trace_kinds import CLUSTER  # one team, one 8-GPU node
 
+from gpuq.sim.metrics import group_stats, workloads_csv
 from gpuq.sim.scenario import ScenarioError, load_workloads, plan_scenario, prepare
 
 AT = "2025-01-01T12:00:00Z"  # a Wednesday, noon UTC: simulated time 0
@@ -75,7 +76,12 @@ def runs(directory: Path, crons: list[dict[str, Any]], horizon: str | None = "4h
     prepared = prepare(plan, plan.variants[0], load_workloads(plan))
     result = prepared.simulation().run()
     out = [
-        (run.job.workload.creation_time, run.first_started, run.ended, str(run.status))
+        (
+            run.job.workload.creation_time,
+            run.first_started,
+            run.ended,
+            "Deleted" if run.deleted else str(run.status),
+        )
         for run in result.runs.values()
     ]
     return sorted(out, key=lambda r: (r[0], r[1] if r[1] is not None else float("inf")))
@@ -114,12 +120,12 @@ CASES = [
     pytest.param(
         cron_job(duration="90m", policy="Replace"),
         [
-            (0.0, 0.0, 3600.0, "Succeeded"),
-            (3600.0, 3600.0, 7200.0, "Succeeded"),
-            (7200.0, 7200.0, 10800.0, "Succeeded"),
+            (0.0, 0.0, 3600.0, "Deleted"),
+            (3600.0, 3600.0, 7200.0, "Deleted"),
+            (7200.0, 7200.0, 10800.0, "Deleted"),
             (10800.0, 10800.0, None, "Running"),
         ],
-        id="replace: the running Job is deleted when the next is created",
+        id="replace: the running Job is deleted (not completed) when the next is created",
     ),
     pytest.param(
         cron_job("30 14 * * *"),
@@ -176,3 +182,14 @@ def test_a_cron_job_the_simulator_cannot_run_is_an_error_naming_its_field(
         prepare(plan, plan.variants[0], load_workloads(plan))
     assert [(d.kind, d.name, d.field) for d in raised.value.diagnostics] == [("CronJob", "nightly", field)]
     assert raised.value.diagnostics[0].path.endswith("state.yaml")
+
+
+def test_a_replaced_job_is_counted_deleted_not_finished(tmp_path: Path) -> None:
+    plan = plan_scenario([str(write(tmp_path, [cron_job(duration="90m", policy="Replace")], "4h"))])
+    prepared = prepare(plan, plan.variants[0], load_workloads(plan))
+    result = prepared.simulation().run()
+    counts = group_stats(list(result.runs.values()))
+    assert (counts["finished"], counts["submitted"]) == (0, 4)
+    assert counts["jct_s"]["count"] == 0  # a deleted Job has no completion time
+    rows = workloads_csv(list(result.runs.values())).splitlines()[1:]
+    assert [row.split(",")[11] for row in rows] == ["Deleted", "Deleted", "Deleted", "Running"]

@@ -5,6 +5,11 @@ the others: the pods of one pod group are one Workload, and a Tekton run names i
 Tasks. Each kind's builder is in :mod:`gpuq.api.sources_pods` (pod groups, LeaderWorkerSet),
 :mod:`gpuq.api.sources_wrapped` (AppWrapper, CronJob, Sandbox) or :mod:`gpuq.api.sources_pipelines`
 (Argo Workflow, Tekton).
+
+A live control plane runs the kinds of :data:`LIVE_KINDS`, whose one document gives one Workload
+(:func:`live_workload`); the others need the controller that creates their pods (a CronJob's
+schedule, Argo's and Tekton's DAGs, the pods of a group arriving one by one) and are read by
+``gpuq admit`` and ``gpuq simulate`` only (:func:`live_refusal` says why).
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpuq.api.source_fields import SourceError
+from gpuq.api.source_fields import SourceError, int_field
+from gpuq.api.sources import to_workload
 from gpuq.api.sources_pipelines import ARGO_API_VERSION, TEKTON_API_VERSION, TEKTON_KINDS, tekton, workflow
 from gpuq.api.sources_pods import LWS_API_VERSION, Derived, Finding, group_name, leaderworkerset, pod_groups
 from gpuq.api.sources_wrapped import SANDBOX_API_VERSION, appwrapper, cronjob, sandbox
@@ -30,6 +36,43 @@ LIVE_REFUSAL = (
     "gpuq serve does not run {what} live (gpuq admit and gpuq simulate read it): "
     "apply the Jobs, JobSets or Pods it would create instead"
 )
+LIVE_KINDS = frozenset(
+    {
+        (LWS_API_VERSION, "LeaderWorkerSet"),
+        ("workload.codeflare.dev/v1beta2", "AppWrapper"),
+        (SANDBOX_API_VERSION, "Sandbox"),
+    }
+)
+"""Derived kinds a live control plane stores and runs: one document, one Workload (a LeaderWorkerSet
+of one group; a Sandbox that is not paused)."""
+_ONE_GROUP = (
+    "gpuq serve runs a LeaderWorkerSet of one group (spec.replicas: 1), one Workload per stored object; "
+    "apply one LeaderWorkerSet per group (gpuq admit and gpuq simulate read {replicas} groups)"
+)
+
+
+def runs_live(api_version: str, kind: str) -> bool:
+    """True for a derived kind a live control plane stores as a workload source (:data:`LIVE_KINDS`)."""
+    return (api_version, kind) in LIVE_KINDS
+
+
+def live_workload(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The Workload a live control plane runs for ``doc``: :func:`gpuq.api.sources.to_workload` for a
+    workload source, the one Workload of a :data:`LIVE_KINDS` document; :class:`SourceError` names the
+    field when there is not exactly one."""
+    key = (str(doc.get("apiVersion")), str(doc.get("kind")))
+    if key not in LIVE_KINDS:
+        return to_workload(dict(doc))
+    derived = _PER_DOCUMENT[key](doc)
+    errors = [f for f in derived.findings if f.severity != "warning"]
+    if errors:
+        raise SourceError(errors[0].field, errors[0].message)
+    if len(derived.workloads) != 1:
+        notes = [f for f in derived.findings if f.severity == "warning"]
+        if notes:
+            raise SourceError(notes[0].field, notes[0].message)
+        raise SourceError("spec.replicas", f"gives {len(derived.workloads)} Workloads, a live one runs one")
+    return derived.workloads[0]
 
 
 def is_derived(data: Any) -> bool:
@@ -44,6 +87,18 @@ def live_refusal(data: Any) -> str | None:
     are read by admit and simulate only."""
     if not is_derived(data):
         return None
+    if runs_live(str(data.get("apiVersion")), str(data.get("kind"))):
+        if data.get("kind") == "AppWrapper":
+            return None
+        try:
+            replicas = int_field(data.get("spec") or {}, "replicas", "spec.replicas", 1)
+        except SourceError:
+            return None  # the loader names the field
+        if replicas == 1:
+            return None
+        if data.get("kind") == "Sandbox":
+            return "a paused Sandbox (spec.replicas: 0) makes no pod: a live control plane has nothing to run"
+        return _ONE_GROUP.format(replicas=replicas)
     what = f"a pod group's pods ({group_name(data)!r})" if group_name(data) else f"a {data.get('kind')}"
     return LIVE_REFUSAL.format(what=what)
 

@@ -1,14 +1,16 @@
 """What the control loop needs to run a workload source: its pods' processes and the Job's rules.
 
 The source (Job, JobSet, a Kubeflow job, Pod...) becomes a Kueue Workload exactly
-as ``gpuq admit`` builds it (:func:`gpuq.api.sources.to_workload`); its pod
+as ``gpuq admit`` builds it (:func:`gpuq.api.sources_derived.live_workload`); its pod
 templates give each pod's command, arguments, environment and working
 directory, and the Job gives the rules a kubelet and the Job controller would
 apply: ``backoffLimit``, ``activeDeadlineSeconds`` and the pod's
 ``terminationGracePeriodSeconds``. RayJob and RayCluster pods get commands
 gpuq writes itself (a Ray head, Ray workers, the job's entrypoint): see
 :mod:`gpuq.run.rayjobs`. Kubeflow jobs run each replica's command (no
-rendezvous variables are set); an MPIJob ends when its launcher does.
+rendezvous variables are set); an MPIJob ends when its launcher does. An
+AppWrapper, a LeaderWorkerSet of one group and a Sandbox run the pods of the
+one Workload they give (:func:`gpuq.api.sources_derived.live_workload`).
 SparkApplications and TrainJobs are refused: their pods are built by operators
 gpuq does not run.
 """
@@ -25,7 +27,7 @@ from typing import Any
 import yaml
 
 from gpuq.api.source_fields import SourceError
-from gpuq.api.sources import to_workload
+from gpuq.api.sources_derived import live_workload
 from gpuq.core.quantity import QuantityError, parse_quantity
 from gpuq.run.rayjobs import HEAD, SUBMITTER, cluster_directory, launcher_command, ray_env
 
@@ -80,7 +82,7 @@ def job_run(doc: Mapping[str, Any], *, workdir: Path | None = None) -> JobRun:
     """
     if doc.get("kind") in ("SparkApplication", "TrainJob"):
         raise SourceError("kind", f"a {doc.get('kind')} is admitted and simulated, not run, by gpuq")
-    workload = to_workload(dict(doc))
+    workload = live_workload(doc)
     if doc.get("apiVersion") == "ray.io/v1":
         return _ray_job_run(doc, workload, workdir)
     pod_sets = tuple(_pod_set_run(ps, index) for index, ps in enumerate(workload["spec"]["podSets"]))

@@ -46,7 +46,7 @@ from gpuq.api import convert, kueue
 from gpuq.api.loader import load_objects
 from gpuq.api.queue_defaulting import QueueDefaults, apply_default_local_queue
 from gpuq.api.source_fields import SourceError
-from gpuq.api.sources import to_workload
+from gpuq.api.sources_derived import live_workload
 from gpuq.core.admission import Scheduler
 from gpuq.core.decisions import CycleResult
 from gpuq.core.lifecycle import (
@@ -529,7 +529,7 @@ class ControlLoop:
     def _convert(self, record: WorkloadRecord) -> tuple[Workload, JobRun]:
         assert self.priorities is not None
         # Kueue's LocalQueueDefaulting, as its webhook applies it: no queue label, a LocalQueue `default`
-        document = to_workload(apply_default_local_queue(record.manifest, self.queue_defaults))
+        document = live_workload(apply_default_local_queue(record.manifest, self.queue_defaults))
         model = kueue.Workload.model_validate(document)
         workload = convert.workload(model, self.priorities)
         workload = dataclasses.replace(

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import select, tuple_
 
 from gpuq.api import convert, kueue
-from gpuq.api.sources import to_workload
+from gpuq.api.sources_derived import live_workload
 from gpuq.core.model import ClusterConfig, Workload
 from gpuq.core.nodes import Node
 from gpuq.core.placement.engine import PodBinding
@@ -139,7 +139,7 @@ def manifest_profile(namespace: str, queue: str, manifest: Mapping[str, Any]) ->
     """The profile a manifest declares (user, size, expected duration, deadline, as ``gpuq admit --eta``
     reads them); a value that cannot be read is left out and noted, never raised."""
     try:
-        model = kueue.Workload.model_validate(to_workload(dict(manifest)))
+        model = kueue.Workload.model_validate(live_workload(manifest))
         workload = convert.workload(model, NO_PRIORITIES)
     except Exception as error:  # the loop refuses such a workload; its profile is only a name
         return ProfiledManifest(Profile(namespace, queue), f"manifest unreadable: {error}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuq.api import sources
+from gpuq.api import sources, sources_derived
 
 API_PREFIX = "/apis/gpuq.dev/v1alpha1"
 
@@ -116,7 +116,8 @@ def document_key(document: Any) -> tuple[str, str, str] | None:
     name = metadata.get("name")
     if not isinstance(name, str) or not name:
         return None
-    source = sources.is_source(str(document.get("apiVersion", "")), kind)
+    api_version = str(document.get("apiVersion", ""))
+    source = sources.is_source(api_version, kind) or sources_derived.runs_live(api_version, kind)
     if source or is_namespaced(kind):
         return (WORKLOAD if source else kind), str(metadata.get("namespace") or "default"), name
     return kind, "", name

@@ -53,8 +53,13 @@ def wait_of(run: SimRun) -> float | None:
     return run.first_bound - run.job.workload.creation_time
 
 
+def completed(run: SimRun) -> bool:
+    """Its pods completed: Succeeded by its own work, not deleted on the way."""
+    return run.status == WorkloadState.SUCCEEDED and not run.deleted
+
+
 def jct_of(run: SimRun) -> float | None:
-    if run.status not in ENDED or run.ended is None:
+    if run.status not in ENDED or run.ended is None or run.deleted:
         return None
     return run.ended - run.job.workload.creation_time
 
@@ -70,7 +75,7 @@ def group_stats(runs: Sequence[SimRun]) -> dict[str, Any]:
         "lost_gpu_hours": _round(math.fsum(r.lost_gpu_s for r in runs) / 3600),
         "submitted": len(runs),
         "admitted": sum(1 for r in runs if r.first_admitted is not None),
-        "finished": sum(1 for r in runs if r.status == WorkloadState.SUCCEEDED),
+        "finished": sum(1 for r in runs if completed(r)),
         "failed": sum(1 for r in runs if r.status == WorkloadState.FAILED),
         "preempted": sum(r.preempted for r in runs),
         "pending_at_end": sum(1 for r in runs if r.status == WorkloadState.PENDING),
@@ -177,12 +182,13 @@ def _counts(runs: Sequence[SimRun]) -> dict[str, int]:
         "submitted": len(runs),
         "admitted": sum(1 for r in runs if r.first_admitted is not None),
         "started": sum(1 for r in runs if r.first_started is not None),
-        "finished": sum(1 for r in runs if r.status == WorkloadState.SUCCEEDED),
+        "finished": sum(1 for r in runs if completed(r)),
         "failed": sum(1 for r in runs if r.status == WorkloadState.FAILED),
         "running_at_end": sum(1 for r in runs if r.status.holds_quota),
         "pending_at_end": sum(1 for r in runs if r.status == WorkloadState.PENDING),
         "inadmissible": sum(1 for r in runs if r.status == WorkloadState.INADMISSIBLE),
         "deactivated": sum(1 for r in runs if r.status == WorkloadState.INACTIVE),
+        "deleted": sum(1 for r in runs if r.deleted),
         "preemptions": sum(r.preempted for r in runs),
         "evictions": sum(r.evictions for r in runs),
     }
@@ -375,7 +381,7 @@ def workloads_csv(runs: Iterable[SimRun], variant: str | None = None) -> str:
             _num(run.first_admitted),
             _num(run.first_started),
             _num(run.ended),
-            run.status.value,
+            "Deleted" if run.deleted else run.status.value,
             _num(wait_of(run)),
             _num(jct_of(run)),
             _num(run.job.duration_s),

@@ -123,6 +123,7 @@ class SimRun:
     usage: Mapping[FlavorResource, int] = field(default_factory=dict)
     reason: str = ""  # the last eviction or why it never ran
     held: bool = False  # holds quota, an admission check the provisioning hooks own is not Ready yet
+    deleted: bool = False  # withdrawn (a replaced CronJob Job, a replica scaled away): ended, not completed
     bindings: tuple[PodBinding, ...] = ()  # where its pods run now (from the lifecycle's StartPods)
 
     @property
@@ -660,6 +661,7 @@ class Simulation:
         if effect.message or effect.cause != "work":
             run.reason = effect.message
         run.status, run.ended, run.held = effect.state, now, False
+        run.deleted = effect.cause == "withdrawn"
         if self.cron is not None:
             self.cron.on_ended(effect.key, now, self)
 
@@ -727,6 +729,7 @@ class Simulation:
         run = self.runs[key]
         if self.life.state_of(key) is None:  # ended already
             run.status, run.ended, run.reason = WorkloadState.SUCCEEDED, now, reason
+            run.deleted = True
             return
         self.life.handle(ev.Withdrawn(key, reason, now))
 
