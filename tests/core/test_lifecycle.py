@@ -130,6 +130,9 @@ def run(case: Case) -> list[tuple[Any, ...]]:
     for step in case.steps:
         if isinstance(step, tuple) and step[0] == "settle":
             life.settle(step[1])
+        elif isinstance(step, tuple) and step[0] == "stale":  # a token handed out before
+            _, key, timer, at, token = step
+            life.handle(ev.TimerFired(key, timer, token, at))
         elif isinstance(step, tuple) and step[0] == "timer":  # the token the lifecycle last handed out
             _, key, timer, at = step
             wake = next(e for e in reversed(hooks.seen) if isinstance(e, WakeAt) and e.key == key)
@@ -141,6 +144,12 @@ def run(case: Case) -> list[tuple[Any, ...]]:
 
 def submit(name: str, n: int, at: float, priority: int = 0, policy: JobPolicy | None = None) -> ev.Submitted:
     return ev.Submitted(gpus(n, name, priority, at), at, policy or JobPolicy())
+
+
+def limited(name: str, n: int, at: float, limit: int, past: int = 0) -> ev.Submitted:
+    """A workload with ``spec.maximumExecutionTimeSeconds`` (and seconds already admitted)."""
+    wl = dataclasses.replace(gpus(n, name, 0, at), maximum_execution_s=limit, past_execution_s=past)
+    return ev.Submitted(wl, at, JobPolicy())
 
 
 CASES = [
@@ -349,6 +358,90 @@ CASES = [
             ("StateChanged", "a", "Running", 5),
             ("WakeAt", "a", "ActiveDeadline", 65),
             ("Ended", "a", "Failed", "DeadlineExceeded", 65),
+        ),
+    ),
+    Case(
+        "maximumExecutionTimeSeconds: admitted that long, the workload is deactivated",
+        config(cq()),
+        (
+            limited("a", 1, 0, 100),
+            settle(0),
+            ev.PodsRunning("default/a", 5),
+            ("timer", "default/a", Timer.MAX_EXECUTION, 100),
+        ),
+        (
+            ("Reserved", "a", "Admitted", 0),
+            ("WakeAt", "a", "MaximumExecutionTime", 100),
+            ("StartPods", "a", 0, 0),
+            ("StateChanged", "a", "Running", 5),
+            ("Ended", "a", "Inactive", "MaximumExecutionTimeExceeded", 100),
+        ),
+    ),
+    Case(
+        "maximumExecutionTimeSeconds sums the admissions: 30 s before a preemption leave 70 s",
+        config(cq()),
+        (
+            limited("low", 4, 0, 100),
+            settle(0),
+            ev.PodsRunning("default/low", 0),
+            submit("high", 4, 30.5, priority=100),
+            settle(30.5),
+            ev.WorkDone("default/high", False, 50),
+            settle(50),
+            ("timer", "default/low", Timer.MAX_EXECUTION, 120),
+        ),
+        (
+            ("Reserved", "low", "Admitted", 0),
+            ("WakeAt", "low", "MaximumExecutionTime", 100),
+            ("StartPods", "low", 0, 0),
+            ("StateChanged", "low", "Running", 0),
+            ("Preempted", "low", "high", 30.5),
+            ("StopPods", "low", "Preempted", 30.5),
+            ("Requeued", "low", "Preempted", None, 30.5),
+            ("Reserved", "high", "Admitted", 30.5),
+            ("StartPods", "high", 0, 30.5),
+            ("Ended", "high", "Succeeded", "JobFinished", 50),
+            ("Reserved", "low", "Admitted", 50),
+            ("WakeAt", "low", "MaximumExecutionTime", 120),
+            ("StartPods", "low", 0, 50),
+            ("Ended", "low", "Inactive", "MaximumExecutionTimeExceeded", 120),
+        ),
+    ),
+    Case(
+        "maximumExecutionTimeSeconds counts status.accumulatedPastExecutionTimeSeconds",
+        config(cq()),
+        (limited("a", 1, 0, 100, past=90), settle(0)),
+        (
+            ("Reserved", "a", "Admitted", 0),
+            ("WakeAt", "a", "MaximumExecutionTime", 10),
+            ("StartPods", "a", 0, 0),
+        ),
+    ),
+    Case(
+        "a maximumExecutionTimeSeconds timer of an earlier admission is stale",
+        config(cq()),
+        (
+            limited("low", 4, 0, 100),
+            settle(0),
+            submit("high", 4, 30, priority=100),
+            settle(30),
+            ("stale", "default/low", Timer.MAX_EXECUTION, 100, 1),
+            ev.WorkDone("default/high", False, 50),
+            settle(50),
+        ),
+        (
+            ("Reserved", "low", "Admitted", 0),
+            ("WakeAt", "low", "MaximumExecutionTime", 100),
+            ("StartPods", "low", 0, 0),
+            ("Preempted", "low", "high", 30),
+            ("StopPods", "low", "Preempted", 30),
+            ("Requeued", "low", "Preempted", None, 30),
+            ("Reserved", "high", "Admitted", 30),
+            ("StartPods", "high", 0, 30),
+            ("Ended", "high", "Succeeded", "JobFinished", 50),
+            ("Reserved", "low", "Admitted", 50),
+            ("WakeAt", "low", "MaximumExecutionTime", 120),
+            ("StartPods", "low", 0, 50),
         ),
     ),
     Case(

@@ -296,6 +296,8 @@ def workload(
         admission_checks={c.name: core.CheckState(c.state) for c in status.admission_checks},
         requeue_at=status.requeue_state.requeue_at if status.requeue_state else None,
         inadmissible=charges.problem[1] if charges.problem else "",
+        maximum_execution_s=wl.spec.maximum_execution_time_seconds,
+        past_execution_s=status.accumulated_past_execution_time_seconds or 0,
     )
 
 

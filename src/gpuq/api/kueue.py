@@ -452,7 +452,7 @@ class WorkloadSpec(Strict):
     priority_class_ref: PriorityClassRef | None = None
     priority: int | None = None
     active: bool = True
-    maximum_execution_time_seconds: int | None = None
+    maximum_execution_time_seconds: int | None = Field(default=None, ge=1)  # the CRD's minimum
 
 
 class TopologyDomainAssignment(Loose):
@@ -524,6 +524,7 @@ class WorkloadStatus(Loose):
     admission_checks: list[AdmissionCheckState] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)
     requeue_state: RequeueState | None = None
+    accumulated_past_execution_time_seconds: int | None = None
 
 
 class Workload(Object):

@@ -305,6 +305,10 @@ class Workload:
     inadmissible: str = ""
     """Why the workload can never be queued as it is (Kueue's workload reconciler keeps it
     pending with this message: a DRA claim it cannot resolve); empty when it can."""
+    maximum_execution_s: int | None = None
+    """``spec.maximumExecutionTimeSeconds``: admitted this long in all, it is deactivated."""
+    past_execution_s: int = 0
+    """``status.accumulatedPastExecutionTimeSeconds``: seconds admitted before the current admission."""
 
     @property
     def key(self) -> str:

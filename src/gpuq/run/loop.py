@@ -329,7 +329,14 @@ class ControlLoop:
             return
         if tracked.state != WorkloadState.RUNNING:
             bindings = _bindings(tracked)
-            self.life.adopt(tracked.workload, now, placed=bindings or None, running=False, policy=policy)
+            self.life.adopt(
+                tracked.workload,
+                now,
+                placed=bindings or None,
+                running=False,
+                policy=policy,
+                admitted_at=tracked.admitted_at,
+            )
             self.life.start(tracked.key, now)
             return
         codes = {row.name: row.exit_code for row in self.store.pods_of(tracked.record_id)}
@@ -438,7 +445,15 @@ class ControlLoop:
         assert self.life is not None
         policy = _policy(tracked.run, self.max_grace_s)
         bindings = _bindings(tracked)
-        if not self.life.adopt(tracked.workload, now, placed=bindings or None, running=True, policy=policy):
+        adopted = self.life.adopt(
+            tracked.workload,
+            now,
+            placed=bindings or None,
+            running=True,
+            policy=policy,
+            admitted_at=tracked.admitted_at,
+        )
+        if not adopted:
             return False
         life = self.life.life(tracked.key)
         assert life is not None

@@ -28,11 +28,12 @@ class EventKind(IntEnum):
     NODE_UP = 2  # nodes added
     STARTED = 3  # a workload's pods finished starting (startup delay elapsed)
     PODS_READY_TIMEOUT = 4  # waitForPodsReady: admitted but not running in time
-    REQUEUE = 5  # a requeue backoff expired
-    ARRIVAL = 6  # a workload is submitted
-    SERVICE_SYNC = 7  # an autoscaled service's sync period elapsed (ServiceHooks; version: the service)
-    PROVISIONING = 8  # a provisioning wake-up (ProvisioningHooks; tag: its kind, version: its token)
-    CRON = 9  # a CronJob's scheduled time, or a missed one run late (CronHooks; key: the CronJob)
+    MAX_EXECUTION = 5  # maximumExecutionTimeSeconds admitted: the workload is deactivated
+    REQUEUE = 6  # a requeue backoff expired
+    ARRIVAL = 7  # a workload is submitted
+    SERVICE_SYNC = 8  # an autoscaled service's sync period elapsed (ServiceHooks; version: the service)
+    PROVISIONING = 9  # a provisioning wake-up (ProvisioningHooks; tag: its kind, version: its token)
+    CRON = 10  # a CronJob's scheduled time, or a missed one run late (CronHooks; key: the CronJob)
 
     @property
     def core(self) -> bool:

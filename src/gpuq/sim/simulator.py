@@ -55,7 +55,11 @@ from gpuq.sim.jobs import SimJob
 from gpuq.sim.recorder import Recorder
 
 MAX_CYCLES_PER_PASS = 100_000
-_TIMERS = {EventKind.PODS_READY_TIMEOUT: Timer.PODS_READY, EventKind.REQUEUE: Timer.REQUEUE}
+_TIMERS = {
+    EventKind.PODS_READY_TIMEOUT: Timer.PODS_READY,
+    EventKind.MAX_EXECUTION: Timer.MAX_EXECUTION,
+    EventKind.REQUEUE: Timer.REQUEUE,
+}
 _TIMER_EVENTS = {timer: kind for kind, timer in _TIMERS.items()}
 _SERVICE_EVENTS = frozenset({EventKind.SERVICE_SYNC})
 _PROVISIONING_EVENTS = frozenset({EventKind.PROVISIONING})

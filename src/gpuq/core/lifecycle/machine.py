@@ -30,6 +30,10 @@ What it decides, and the one place each rule lives:
    ``backoffLimit`` is spent; a pod the executor cannot start fails the workload at once; every
    pod succeeding (or the completion pod set's) ends the workload; ``activeDeadlineSeconds``
    since the first start fails it.
+6. **maximumExecutionTimeSeconds** (Kueue: ``reconcileMaxExecutionTime`` in
+   pkg/controller/core/workload_controller.go, KEP-3125): the seconds a workload has been Admitted,
+   summed over its admissions (``status.accumulatedPastExecutionTimeSeconds``, whole seconds as
+   Kueue counts them when Admitted turns False), reaching the limit deactivate it.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ from gpuq.core.placement.engine import PodBinding
 
 S = WorkloadState
 WAITING = (S.QUOTA_RESERVED, S.ADMITTED)  # hold quota, pods not all running
+MAX_EXECUTION_EXCEEDED = "MaximumExecutionTimeExceeded"  # the underlying cause of the deactivation
 
 
 class LifecycleHooks(Protocol):
@@ -83,6 +88,7 @@ class LifecycleHooks(Protocol):
 
 _PODS_STARTED = frozenset({S.ADMITTED, S.RUNNING})
 """States in which a workload's pods may have started: Admitted while the rest of a gang still starts."""
+
 
 @dataclass(frozen=True, slots=True)
 class LifecycleSettings:
@@ -121,6 +127,12 @@ class Life:
     evicting_message: str = ""
     evicting_requeue_at: float | None = None
     message: str = ""  # the last pending message reported
+    admitted_at: float | None = None  # Admitted since (maximumExecutionTimeSeconds)
+    past_execution_s: int = -1  # whole seconds Admitted in earlier admissions (-1: the workload's)
+
+    def __post_init__(self) -> None:
+        if self.past_execution_s < 0:
+            self.past_execution_s = self.workload.past_execution_s
 
 
 class Lifecycle:
@@ -188,11 +200,12 @@ class Lifecycle:
         placed: Sequence[PodBinding] | None = None,
         running: bool = False,
         policy: JobPolicy | None = None,
+        admitted_at: float | None = None,
     ) -> bool:
         """Take in a workload that may already hold quota (``status.admission``): a forecast from
         live state, a control plane rebuilding its view. ``placed``: where its pods run (kept
-        exactly); ``running``: they run already, else :meth:`start` starts them. True when it
-        holds quota."""
+        exactly); ``running``: they run already, else :meth:`start` starts them; ``admitted_at``:
+        when it was Admitted (``at`` when unknown). True when it holds quota."""
         life = Life(workload.key, workload, S.PENDING, None, policy or JobPolicy())
         self.lives[workload.key] = life
         self.scheduler.submit(workload, placed=placed)
@@ -207,6 +220,8 @@ class Lifecycle:
         life.workload = self.scheduler.admitted_workload(workload.key) or workload
         life.held = any(s != CheckState.READY for s in self.scheduler.checks_of(workload.key).values())
         life.state = S.QUOTA_RESERVED if life.held else S.ADMITTED
+        if life.state == S.ADMITTED:
+            self._admitted(life, at if admitted_at is None else min(at, admitted_at))
         if workload.key in self.scheduler.unplaced:
             return True
         bindings = self.scheduler.bindings_of(workload.key)
@@ -298,6 +313,8 @@ class Lifecycle:
         life.workload = self.scheduler.admitted_workload(key) or life.workload
         life.message = ""
         self.hooks.effect(Reserved(key, decision, state, self.scheduler.usage_of(key), at))
+        if state == S.ADMITTED:
+            self._admitted(life, at)
         if self._ready_timeout is not None:
             self.hooks.effect(WakeAt(key, Timer.PODS_READY, at + self._ready_timeout, life.token))
         if key not in self.scheduler.unplaced and not held:
@@ -427,6 +444,7 @@ class Lifecycle:
             self._move(life, S.ADMITTED)
             message = "the admission checks are Ready"
             self.hooks.effect(StateChanged(life.key, S.ADMITTED, "Admitted", message, event.at))
+            self._admitted(life, event.at)
         if life.state == S.ADMITTED and not life.bound and event.key not in self.scheduler.unplaced:
             self._start(life, event.at)
 
@@ -449,6 +467,17 @@ class Lifecycle:
             deadline = life.policy.active_deadline_s or 0.0
             message = f"activeDeadlineSeconds {deadline:g} passed"
             self._end(life, S.FAILED, "pods", "DeadlineExceeded", message, event.at)
+        elif event.timer == Timer.MAX_EXECUTION and life.admitted_at is not None and not life.evicting:
+            message = "The workload is deactivated due to exceeding the maximum execution time"
+            self._end(life, S.INACTIVE, "deactivated", MAX_EXECUTION_EXCEEDED, message, event.at)
+
+    def _admitted(self, life: Life, at: float) -> None:
+        """Admitted from ``at``: the maximumExecutionTimeSeconds timer, for what is left of it."""
+        life.admitted_at = at
+        limit = life.workload.maximum_execution_s
+        if limit is not None:
+            left = max(0, limit - life.past_execution_s)
+            self.hooks.effect(WakeAt(life.key, Timer.MAX_EXECUTION, at + left, life.token))
 
     def _pods_ready_timeout(self, life: Life, at: float) -> None:
         """waitForPodsReady (Kueue: pkg/controller/core/workload_controller.go): admitted ``timeout``
@@ -528,6 +557,9 @@ class Lifecycle:
         life.evicting = life.evicting_message = ""
         life.evicting_requeue_at = None
         self._move(life, S.PENDING)
+        if life.admitted_at is not None:  # Admitted turns False: Kueue adds the whole seconds
+            life.past_execution_s += int(at - life.admitted_at)
+            life.admitted_at = None
         life.held = life.bound = False
         life.pods, life.running_pods, life.succeeded_pods = (), set(), set()
         life.failures = 0

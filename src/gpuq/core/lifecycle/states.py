@@ -68,3 +68,4 @@ class Timer(StrEnum):
     REQUEUE = "Requeue"  # a requeue backoff ends: the workload may be tried again
     RESTART = "Restart"  # a failed pod's restart backoff ends
     DEADLINE = "ActiveDeadline"  # activeDeadlineSeconds since the first start
+    MAX_EXECUTION = "MaximumExecutionTime"  # maximumExecutionTimeSeconds admitted, over all admissions
