@@ -13,7 +13,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from gpuq.api import dra, kueue
+from gpuq.api import dra, kueue, workload_gates
 from gpuq.api.diagnostics import Manifest
 from gpuq.api.pods import effective_pod_requests
 from gpuq.api.topology_requests import topology_request
@@ -260,6 +260,20 @@ class PriorityTable:
         return self.classes[ref[0]].get(ref[1], 0)
 
 
+def _gated_by(wl: kueue.Workload, gates: Mapping[str, bool]) -> str:
+    """The Workload's admission gates while the AdmissionGatedBy gate is on (:mod:`workload_gates`)."""
+    if not workload_gates.enabled(gates, "AdmissionGatedBy"):
+        return ""
+    return wl.metadata.annotations.get(workload_gates.ADMISSION_GATED_BY) or ""
+
+
+def _boost(wl: kueue.Workload, gates: Mapping[str, bool]) -> int:
+    """The ``priority-boost`` of the Workload while the PriorityBoost gate is on; an invalid one adds 0."""
+    if not workload_gates.enabled(gates, "PriorityBoost"):
+        return 0
+    return workload_gates.priority_boost(wl.metadata.annotations.get(workload_gates.PRIORITY_BOOST)) or 0
+
+
 def workload(
     wl: kueue.Workload, priorities: PriorityTable, claims: dra.DraContext | None = None
 ) -> core.Workload:
@@ -282,12 +296,13 @@ def workload(
     charges = dra.workload_charges(wl, claims)
     resources = claims.config.resources if claims.config is not None else None
     pod_sets = tuple(pod_set(ps, resources, charges) for ps in wl.spec.pod_sets)
+    gates = claims.config.feature_gates if claims.config is not None else {}
     return core.Workload(
         namespace=meta.namespace or "default",
         name=str(meta.name),
         queue_name=wl.spec.queue_name,
         pod_sets=pod_sets,
-        priority=priorities.resolve(wl),
+        priority=priorities.resolve(wl) + _boost(wl, gates),
         creation_time=meta.creation_timestamp or 0.0,
         uid=meta.uid,
         active=wl.spec.active,
@@ -296,6 +311,7 @@ def workload(
         admission_checks={c.name: core.CheckState(c.state) for c in status.admission_checks},
         requeue_at=status.requeue_state.requeue_at if status.requeue_state else None,
         inadmissible=charges.problem[1] if charges.problem else "",
+        admission_gated_by=_gated_by(wl, gates),
         maximum_execution_s=wl.spec.maximum_execution_time_seconds,
         past_execution_s=status.accumulated_past_execution_time_seconds or 0,
     )

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuq.api import kubeflow_sources
+from gpuq.api import kubeflow_sources, workload_gates
 from gpuq.api.ray_sources import raycluster_pod_sets, rayjob_pod_sets
 from gpuq.api.source_fields import (
     SourceError,
@@ -276,6 +276,11 @@ def _workload_metadata(
         if k.startswith((PROVREQ_ANNOTATION_PREFIX, GPUQ_PREFIX))
     }
     annotations[SOURCE_ANNOTATION] = f"{kind}/{metadata['name']}"
+    gated = (metadata.get("annotations") or {}).get(workload_gates.ADMISSION_GATED_BY)
+    if gated:  # jobframework's PropagateAdmissionGatedByAnnotation
+        for problem in workload_gates.admission_gate_problems(str(gated)):
+            raise SourceError(f"metadata.annotations[{workload_gates.ADMISSION_GATED_BY}]", problem)
+        annotations[workload_gates.ADMISSION_GATED_BY] = str(gated)
     out: dict[str, Any] = {
         "name": name,
         "namespace": metadata.get("namespace") or "default",

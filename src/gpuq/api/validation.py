@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from gpuq.api import dra, dra_checks, kueue, machines, topology_requests
+from gpuq.api import dra, dra_checks, kueue, machines, topology_requests, workload_gates
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest
 from gpuq.api.names import (
     Findings,
@@ -63,6 +63,27 @@ def validate_object(manifest: Manifest) -> list[Diagnostic]:
         )
     if isinstance(obj, kueue.Workload):
         out += topology_requests.ignored_annotations(manifest)
+        out += _gate_annotations(manifest, obj)
+    return out
+
+
+def _gate_annotations(manifest: Manifest, wl: kueue.Workload) -> list[Diagnostic]:
+    """The Workload webhook's checks of ``admission-gated-by`` and ``priority-boost``
+    (:mod:`gpuq.api.workload_gates`); a source's gate is checked where it becomes the Workload's."""
+    annotations = wl.metadata.annotations
+    out: list[Diagnostic] = []
+    if manifest.kind == "Workload":
+        gated = annotations.get(workload_gates.ADMISSION_GATED_BY) or ""
+        at = ("metadata", "annotations", workload_gates.ADMISSION_GATED_BY)
+        out += [manifest.diagnostic(at, p) for p in workload_gates.admission_gate_problems(gated)]
+    boost = annotations.get(workload_gates.PRIORITY_BOOST)
+    if boost is not None and workload_gates.priority_boost(boost) is None:
+        at = ("metadata", "annotations", workload_gates.PRIORITY_BOOST)
+        message = (
+            f"{boost!r} must be a signed 32-bit integer (use \"0\" explicitly): Kueue's webhook refuses it "
+            "when the PriorityBoost gate is on; gpuq adds no boost"
+        )
+        out.append(manifest.diagnostic(at, message, "warning"))
     return out
 
 

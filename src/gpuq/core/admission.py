@@ -152,6 +152,8 @@ class Scheduler:
         """The ClusterQueue a workload's LocalQueue points to, or why there is none."""
         if not workload.active:
             return None, "workload is inactive (spec.active=false)"
+        if workload.admission_gated_by:  # Kueue does not queue it (workload.IsAdmissible)
+            return None, f"Admission is gated by: {workload.admission_gated_by}"
         if not workload.queue_name:
             return None, "workload has no queue name (label kueue.x-k8s.io/queue-name)"
         lq = self.config.local_queues.get((workload.namespace, workload.queue_name))
