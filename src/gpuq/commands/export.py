@@ -267,9 +267,9 @@ def terraform(
     """Write node pools and the Kueue objects as Terraform configuration (docs/terraform.md)."""
     from gpuq.api.loader import load
     from gpuq.k8s import kueue_releases
-    from gpuq.k8s.export import build_export, check_export
+    from gpuq.k8s.export import check_export
     from gpuq.k8s.export_validate import ExportInvalid
-    from gpuq.k8s.terraform import TerraformInvalid, build_terraform, pool_clouds, write_terraform
+    from gpuq.k8s.terraform import TerraformInvalid, build_terraform, export_for, write_terraform
 
     try:
         version = kueue_releases.version_for(kueue_release, None)
@@ -280,15 +280,11 @@ def terraform(
         typer.echo(str(diagnostic), err=True)
     if result.config is None:
         raise typer.Exit(1)
+    options = ExportOptions(
+        kueue_release=kueue_releases.minor(kueue_release), kueue_version=version, node_class=node_class
+    )
     try:
-        cloud = pool_clouds(result.manifests)
-        options = ExportOptions(
-            provisioner="karpenter" if cloud == "aws" else "gke",
-            kueue_release=kueue_releases.minor(kueue_release),
-            kueue_version=version,
-            node_class=node_class,
-        )
-        exported = build_export(result, options, alert_rules())
+        exported = export_for(result, options, alert_rules())
         check_export(exported, options)
         written = build_terraform(result, exported, options)
     except (TerraformInvalid, ExportInvalid) as err:

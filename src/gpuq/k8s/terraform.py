@@ -24,20 +24,20 @@ import json
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuq.api import machines
 from gpuq.api.diagnostics import Manifest
 from gpuq.api.loader import LoadResult
 from gpuq.k8s import export_validate
-from gpuq.k8s.export import Export
+from gpuq.k8s.export import Export, build_export
 from gpuq.k8s.export_common import ExportOptions, Obj
 from gpuq.k8s.terraform_gke import Cloud, PoolShapeError, cloud_of, gke_node_pool
 
 GOOGLE_PROVIDER = {"source": "hashicorp/google", "version": "~> 7.45"}
 KUBERNETES_PROVIDER = {"source": "hashicorp/kubernetes", "version": "~> 3.2"}
-REQUIRED_TERRAFORM = ">= 1.3"
+REQUIRED_TERRAFORM = ">= 1.0"
 PROVIDERS_FILE = "providers.tf.json"
 VARIABLES_FILE = "variables.tf.json"
 NODE_POOLS_FILE = "node-pools.tf.json"
@@ -261,9 +261,17 @@ def _providers(cloud: Cloud | None) -> Obj:
     }
 
 
+def export_for(result: LoadResult, options: ExportOptions, alert_rules: dict[str, Any]) -> Export:
+    """The k8s export the Terraform configuration reuses: Karpenter NodePools for EC2 pools, GKE
+    ComputeClasses otherwise (:class:`TerraformInvalid` when the pools have no one cloud)."""
+    cloud = pool_clouds(result.manifests)
+    return build_export(
+        result, replace(options, provisioner="karpenter" if cloud == "aws" else "gke"), alert_rules
+    )
+
+
 def build_terraform(result: LoadResult, exported: Export, options: ExportOptions) -> TerraformExport:
-    """The documents of ``DIR`` for a configuration that loaded, and its k8s export (built with
-    ``karpenter`` as the provisioner for EC2 pools, ``gke`` otherwise)."""
+    """The documents of ``DIR`` for a configuration that loaded and its k8s export (:func:`export_for`)."""
     cloud = pool_clouds(result.manifests)
     warnings = list(exported.warnings)
     resources: list[Resource] = []
