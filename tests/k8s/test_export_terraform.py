@@ -429,3 +429,49 @@ def test_terraform_reads_the_configuration(example: str, tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr
     assert "hashicorp/kubernetes" in done.stdout
+
+
+POOL = (
+    "apiVersion: gpuq.dev/v1alpha1\nkind: NodePool\nmetadata: {{name: p}}\n"
+    "spec: {{cpu: '8', memory: 32Gi, {0}}}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("case", "spec", "expected"),
+    [
+        (
+            "a machine type of no cloud",
+            "machineType: dgx-h100, count: 1",
+            "NodePool/p: spec.machineType: 'dgx-h100' is neither a GCE machine type",
+        ),
+        (
+            "a GPU GCE does not offer",
+            "machineType: g2-standard-8, count: 1, gpu: {model: A10G, count: 1}",
+            "NodePool/p: spec.gpu.model: 'A10G' has no GCE accelerator type",
+        ),
+        (
+            "a fixed count that does not split over the zones",
+            "machineType: n2-standard-8, count: 3, zones: [us-central1-a, us-central1-b]",
+            "NodePool/p: spec.count: 3 nodes do not split evenly over 2 zones",
+        ),
+    ],
+)
+def test_a_pool_terraform_cannot_create_is_refused_by_field(
+    case: str, spec: str, expected: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "pool.yaml"
+    config.write_text(POOL.format(spec))
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["export", "terraform", "-f", str(config), "--out-dir", str(out)])
+    assert result.exit_code == 1, result.output
+    assert f"error: {config}:4: {expected}" in result.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args", [["-o", "hcl"], ["--kueue-release", "v0.1"], []])
+def test_bad_options_exit_2_and_write_nothing(args: list[str], tmp_path: Path) -> None:
+    out = ["--out-dir", str(tmp_path / "out")] if args else []
+    result = runner.invoke(app, ["export", "terraform", "-f", "examples/gpu-estate", *out, *args])
+    assert result.exit_code == 2
+    assert not (tmp_path / "out").exists()
