@@ -246,3 +246,68 @@ def _print_objects(files: dict[str, list[dict[str, Any]]]) -> None:
             row = (name, str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
             table.add_row(*row, str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
     Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+@export_app.command("terraform")
+def terraform(
+    files: Annotated[
+        list[str], typer.Option("-f", "--filename", help="Manifest files or directories ('-' for stdin).")
+    ],
+    out_dir: Annotated[str, typer.Option("--out-dir", help="Directory to write the *.tf.json files to.")],
+    output: Annotated[
+        OutputFormat, typer.Option("-o", "--output", help="What was written: table, wide, json or yaml.")
+    ] = OutputFormat.TABLE,
+    kueue_release: Annotated[
+        str, typer.Option("--kueue-release", help="Kueue release of the cluster (v0.14 to v0.19).")
+    ] = DEFAULT_RELEASE,
+    node_class: Annotated[
+        str, typer.Option("--node-class", help="Name of the Karpenter EC2NodeClass written for EC2 pools.")
+    ] = "default",
+) -> None:
+    """Write node pools and the Kueue objects as Terraform configuration (docs/terraform.md)."""
+    from gpuq.api.loader import load
+    from gpuq.k8s import kueue_releases
+    from gpuq.k8s.export import check_export
+    from gpuq.k8s.export_validate import ExportInvalid
+    from gpuq.k8s.terraform import TerraformInvalid, build_terraform, export_for, write_terraform
+
+    try:
+        version = kueue_releases.version_for(kueue_release, None)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--kueue-release") from None
+    result = load(files)
+    for diagnostic in result.diagnostics:
+        typer.echo(str(diagnostic), err=True)
+    if result.config is None:
+        raise typer.Exit(1)
+    options = ExportOptions(
+        kueue_release=kueue_releases.minor(kueue_release), kueue_version=version, node_class=node_class
+    )
+    try:
+        exported = export_for(result, options, alert_rules())
+        check_export(exported, options)
+        written = build_terraform(result, exported, options)
+    except (TerraformInvalid, ExportInvalid) as err:
+        for problem in err.problems:
+            typer.echo(f"error: {problem}", err=True)
+        typer.echo("nothing written", err=True)
+        raise typer.Exit(1) from None
+    for warning in written.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    paths = write_terraform(written, out_dir)
+    rows = [
+        {"file": r.file, "type": r.type, "name": r.name, "source": r.source} for r in written.resources
+    ]
+    if not output.is_table:
+        write_document({"files": paths, "resources": rows}, output)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Written to {out_dir}", title_justify="left")
+    columns = ("file", "type", "name", "source") if output == OutputFormat.WIDE else ("file", "type", "name")
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(row[c] for c in columns))
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
