@@ -6,6 +6,7 @@ forecaster: the test steps time and state and checks which refreshes computed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -148,3 +149,31 @@ def test_without_a_loop_nothing_is_computed(harness: Harness) -> None:
     assert not harness.cache.refresh()
     assert harness.cache.latest() is None and harness.cache.age() is None
     assert "control loop" in harness.cache.reason
+
+
+def test_forecasts_are_wanted_only_while_someone_reads_them(harness: Harness) -> None:
+    """The background thread computes only while ETAs are read (``wanted_s`` after the last read)."""
+    cache = harness.cache
+    assert not cache.wanted()  # nobody asked yet: a busy control plane spends nothing on ETAs
+    assert cache.latest() is None
+    assert cache.wanted()
+    harness.now += cache.settings.wanted_s - 1
+    assert cache.wanted()
+    harness.now += 2
+    assert not cache.wanted()  # a quiet spell: the thread sleeps until the next read
+
+
+def test_the_first_read_wakes_the_background_thread(harness: Harness) -> None:
+    harness.cache.settings = CacheSettings(min_interval_s=0.0, check_s=0.01)
+    harness.loop.run("a")  # type: ignore[union-attr]
+    harness.cache.start()
+    try:
+        time.sleep(0.2)
+        assert harness.counted == []  # unread: nothing computed
+        harness.cache.latest()
+        deadline = time.time() + 10
+        while not harness.counted and time.time() < deadline:
+            time.sleep(0.01)
+        assert harness.counted, "a read must wake the thread"
+    finally:
+        harness.cache.stop()

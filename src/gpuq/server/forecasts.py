@@ -8,8 +8,11 @@ under the step lock; the simulation runs outside it) and recomputes when
   or the nodes differ from the last forecast's; or
 * the last forecast is older than ``max_age_s`` (runtimes elapse, estimates drift);
 
-and never more often than every ``min_interval_s``. A dry run (one more pending workload) is
-forecast on demand from a fresh copy.
+and never more often than every ``min_interval_s``; and only while someone reads ETAs: the
+thread computes nothing when no forecast was read in the last ``wanted_s`` (a busy control plane that
+nobody asks for ETAs spends no CPU on them; the first read after a quiet spell answers with the last
+forecast, or none, and wakes the thread). A dry run (one more pending workload) is forecast on demand
+from a fresh copy.
 """
 
 from __future__ import annotations
@@ -43,11 +46,13 @@ NO_LOOP = "this replica does not run the control loop (a follower, or not config
 @dataclass(frozen=True, slots=True)
 class CacheSettings:
     """``min_interval_s``: the least time between two forecasts; ``max_age_s``: recompute a forecast
-    this old even when nothing changed; ``check_s``: how often the background thread looks."""
+    this old even when nothing changed; ``check_s``: how often the background thread looks;
+    ``wanted_s``: how long after the last read of a forecast the thread keeps it fresh."""
 
     min_interval_s: float = 5.0
     max_age_s: float = 300.0
     check_s: float = 1.0
+    wanted_s: float = 600.0
     estimator: EstimatorSettings = field(default_factory=EstimatorSettings)
     forecast: ForecastSettings = field(default_factory=ForecastSettings)
 
@@ -107,6 +112,8 @@ class ForecastCache:
         self._work = threading.Lock()  # one forecast at a time: the estimator and the book are not shared
         self._latest: Computed | None = None
         self._computed_at: float | None = None  # clock time of the last computation
+        self._wanted_at: float | None = None  # clock time of the last read
+        self._wanted = threading.Event()  # a read after a quiet spell wakes the thread at once
         self.reason = NO_LOOP
         self.computations = 0
         self._stop = threading.Event()
@@ -115,7 +122,17 @@ class ForecastCache:
     # -- reading ----------------------------------------------------------------------------------------
 
     def latest(self) -> Computed | None:
+        """The latest forecast; reading it keeps the background thread computing (``wanted_s``)."""
+        now = self._clock()
+        quiet = self._wanted_at is None or now - self._wanted_at > self.settings.wanted_s
+        self._wanted_at = now
+        if quiet:
+            self._wanted.set()
         return self._latest
+
+    def wanted(self) -> bool:
+        """Someone read a forecast in the last ``wanted_s``."""
+        return self._wanted_at is not None and self._clock() - self._wanted_at <= self.settings.wanted_s
 
     def age(self) -> float | None:
         latest = self._latest
@@ -191,11 +208,18 @@ class ForecastCache:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         self._stop.set()
+        self._wanted.set()
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(timeout_s)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.settings.check_s):
+        while not self._stop.is_set():
+            if not self.wanted():  # nobody reads ETAs: sleep until someone does
+                self._wanted.wait()
+                self._wanted.clear()
+                continue
+            if self._stop.wait(self.settings.check_s):
+                return
             try:
                 self.refresh()
             except Exception:  # a bad forecast must not stop the next one; the API keeps the last
