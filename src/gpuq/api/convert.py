@@ -214,7 +214,14 @@ def scheduler_config(config: kueue.Configuration | None) -> core.SchedulerConfig
         partial_admission=config.feature_gates.get("PartialAdmission", True),
         wait_for_pods_ready=_wait_for_pods_ready(config.wait_for_pods_ready, v1beta1),
         feature_gates=dict(config.feature_gates),
+        ignore_undeclared_resources=_ignores_undeclared(config),
     )
+
+
+def _ignores_undeclared(config: kueue.Configuration) -> bool:
+    """``resources.quotaCheckStrategy: IgnoreUndeclared`` with its gate on (beta, default on since v0.19)."""
+    strategy = config.resources.quota_check_strategy if config.resources is not None else None
+    return strategy == "IgnoreUndeclared" and config.feature_gates.get("QuotaCheckStrategy", True)
 
 
 def _wait_for_pods_ready(wait: kueue.ConfigWaitForPodsReady | None, v1beta1: bool) -> core.WaitForPodsReady:

@@ -345,6 +345,11 @@ def _check_configuration(config: kueue.Configuration) -> Findings:
     wait = config.wait_for_pods_ready
     if wait is not None and wait.timeout < 0:
         yield ("waitForPodsReady", "timeout"), NEGATIVE
+    resources = config.resources
+    ignoring = resources is not None and resources.quota_check_strategy == "IgnoreUndeclared"
+    if ignoring and resources is not None and resources.exclude_resource_prefixes:  # pkg/config/validation.go
+        message = "excludeResourcePrefixes is not allowed when quotaCheckStrategy is IgnoreUndeclared"
+        yield ("resources", "excludeResourcePrefixes"), message
     yield from dra_checks.configuration_problems(config)
 
 

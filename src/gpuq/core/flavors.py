@@ -304,6 +304,8 @@ class FlavorAssigner:
             result.mode = min(result.mode, best.mode)
             result.borrowing = max(result.borrowing, best.borrowing)
             result.frs_need_preemption |= best.preempt_frs
+        if self.state.config.scheduler.ignore_undeclared_resources:
+            remaining.clear()  # Kueue's flavorassigner: skipped, and not counted as usage
         for resource in sorted(remaining):
             result.mode = Mode.NO_FIT
             result.reasons.append(f"resource {resource} unavailable in ClusterQueue {self.cq_name}")

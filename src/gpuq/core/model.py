@@ -345,6 +345,9 @@ class SchedulerConfig:
     partial_admission: bool = True
     wait_for_pods_ready: WaitForPodsReady = WaitForPodsReady()
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    ignore_undeclared_resources: bool = False
+    """``resources.quotaCheckStrategy: IgnoreUndeclared`` (gate QuotaCheckStrategy, beta since v0.19): a
+    request for a resource no resource group of the ClusterQueue covers is not checked against quota."""
 
 
 @dataclass(frozen=True, slots=True)
