@@ -200,3 +200,17 @@ def test_a_malformed_priority_boost_is_a_warning_and_adds_nothing() -> None:
         "metadata.annotations[kueue.x-k8s.io/priority-boost]"
     ]
     assert [w.priority for w in result.workloads] == [0]
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("30m", 1800.0), ("1h30m", 5400.0), ("0", 0.0), ("soon", None), ("-5m", None)],
+)
+def test_a_minimum_runtime_is_a_duration(tmp_path: Path, value: str, seconds: float | None) -> None:
+    text = SETUP + "---\n" + yaml.safe_dump(job("protected", 0, {"gpuq.dev/min-runtime": value}))
+    result = load_texts([("jobs.yaml", text)])
+    if seconds is None:
+        assert [d.field for d in result.errors] == ["metadata.annotations[gpuq.dev/min-runtime]"]
+    else:
+        assert result.errors == ()
+        assert [w.min_runtime_s for w in result.workloads] == [seconds]

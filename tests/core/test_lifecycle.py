@@ -152,6 +152,12 @@ def limited(name: str, n: int, at: float, limit: int, past: int = 0) -> ev.Submi
     return ev.Submitted(wl, at, JobPolicy())
 
 
+def protected(name: str, n: int, at: float, min_runtime: float) -> ev.Submitted:
+    """A workload with ``gpuq.dev/min-runtime`` (preemption protection after its reservation)."""
+    wl = dataclasses.replace(gpus(n, name, 0, at), min_runtime_s=min_runtime)
+    return ev.Submitted(wl, at, JobPolicy())
+
+
 CASES = [
     Case(
         "a workload that fits is reserved, started, runs and succeeds",
@@ -442,6 +448,53 @@ CASES = [
             ("Reserved", "low", "Admitted", 50),
             ("WakeAt", "low", "MaximumExecutionTime", 120),
             ("StartPods", "low", 0, 50),
+        ),
+    ),
+    Case(
+        "gpuq.dev/min-runtime: a protected workload is no victim until its minimum runtime ends",
+        config(cq()),
+        (
+            protected("low", 4, 0, 100),
+            settle(0),
+            ev.PodsRunning("default/low", 0),
+            submit("high", 4, 10, priority=100),
+            settle(10),
+            ("timer", "default/low", Timer.PROTECTION, 100),
+            settle(100),
+        ),
+        (
+            ("Reserved", "low", "Admitted", 0),
+            ("WakeAt", "low", "PreemptionProtection", 100),
+            ("StartPods", "low", 0, 0),
+            ("StateChanged", "low", "Running", 0),
+            ("Preempted", "low", "high", 100),
+            ("StopPods", "low", "Preempted", 100),
+            ("Requeued", "low", "Preempted", None, 100),
+            ("Reserved", "high", "Admitted", 100),
+            ("StartPods", "high", 0, 100),
+        ),
+    ),
+    Case(
+        "gpuq.dev/min-runtime: an unprotected workload of the same queue is taken instead",
+        config(cq()),
+        (
+            protected("old", 2, 0, 1000),
+            submit("new", 2, 1),
+            settle(1),
+            submit("high", 2, 10, priority=100),
+            settle(10),
+        ),
+        (
+            ("Reserved", "old", "Admitted", 1),
+            ("WakeAt", "old", "PreemptionProtection", 1001),
+            ("StartPods", "old", 0, 1),
+            ("Reserved", "new", "Admitted", 1),
+            ("StartPods", "new", 0, 1),
+            ("Preempted", "new", "high", 10),
+            ("StopPods", "new", "Preempted", 10),
+            ("Requeued", "new", "Preempted", None, 10),
+            ("Reserved", "high", "Admitted", 10),
+            ("StartPods", "high", 0, 10),
         ),
     ),
     Case(

@@ -304,6 +304,7 @@ def workload(
     resources = claims.config.resources if claims.config is not None else None
     pod_sets = tuple(pod_set(ps, resources, charges) for ps in wl.spec.pod_sets)
     gates = claims.config.feature_gates if claims.config is not None else {}
+    annotations = wl.metadata.annotations
     return core.Workload(
         namespace=meta.namespace or "default",
         name=str(meta.name),
@@ -319,6 +320,7 @@ def workload(
         requeue_at=status.requeue_state.requeue_at if status.requeue_state else None,
         inadmissible=charges.problem[1] if charges.problem else "",
         admission_gated_by=_gated_by(wl, gates),
+        min_runtime_s=workload_gates.min_runtime_s(annotations.get(workload_gates.MIN_RUNTIME)) or 0.0,
         maximum_execution_s=wl.spec.maximum_execution_time_seconds,
         past_execution_s=status.accumulated_past_execution_time_seconds or 0,
     )

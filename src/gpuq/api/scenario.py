@@ -166,6 +166,7 @@ class Settings(Strict):
     placement_policy: str | None = None
     startup_delay: Seconds = 0.0
     checkpoint_interval: PositiveSeconds | None = None
+    min_runtime: Seconds | None = None  # gpuq.dev/min-runtime of every workload that sets none
     bins: Annotated[int, Field(gt=0, le=10_000)] = 240
     node_changes: list[NodeChangeSpec] = Field(default_factory=list)
 
@@ -175,6 +176,7 @@ class SettingsOverride(Strict):
     placement_policy: str | None = None
     startup_delay: Seconds | None = None
     checkpoint_interval: PositiveSeconds | None = None
+    min_runtime: Seconds | None = None
 
 
 class SpotInterruption(Strict):

@@ -76,6 +76,11 @@ def _gate_annotations(manifest: Manifest, wl: kueue.Workload) -> list[Diagnostic
         gated = annotations.get(workload_gates.ADMISSION_GATED_BY) or ""
         at = ("metadata", "annotations", workload_gates.ADMISSION_GATED_BY)
         out += [manifest.diagnostic(at, p) for p in workload_gates.admission_gate_problems(gated)]
+    protection = annotations.get(workload_gates.MIN_RUNTIME)
+    if protection is not None and workload_gates.min_runtime_s(protection) is None:
+        at = ("metadata", "annotations", workload_gates.MIN_RUNTIME)
+        message = f"{protection!r} is not a duration of 0 or more (e.g. 30m, 1h30m)"
+        out.append(manifest.diagnostic(at, message))
     boost = annotations.get(workload_gates.PRIORITY_BOOST)
     if boost is not None and workload_gates.priority_boost(boost) is None:
         at = ("metadata", "annotations", workload_gates.PRIORITY_BOOST)

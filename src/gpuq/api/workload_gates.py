@@ -18,9 +18,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 
+from gpuq.api.kueue import parse_duration
 from gpuq.api.names import dns_subdomain_problem
 
 ADMISSION_GATED_BY = "kueue.x-k8s.io/admission-gated-by"
+MIN_RUNTIME = "gpuq.dev/min-runtime"
+"""gpuq's preemption protection: for this long after its quota is reserved the workload is no
+preemption candidate (a Go duration, ``30m``; docs/preemption-protection.md)."""
 PRIORITY_BOOST = "kueue.x-k8s.io/priority-boost"
 GATE_DEFAULTS: Mapping[str, bool] = {"AdmissionGatedBy": True, "PriorityBoost": False}
 MAX_GATE_NAME_LENGTH = 63
@@ -58,6 +62,17 @@ def admission_gate_problems(value: str) -> Iterator[str]:
             yield f"{gate!r}: path must contain only valid path characters"
         if len(gate) > MAX_GATE_NAME_LENGTH:
             yield f"{gate!r} must have at most {MAX_GATE_NAME_LENGTH} characters"
+
+
+def min_runtime_s(value: str | None) -> float | None:
+    """The seconds of ``gpuq.dev/min-runtime`` (0 without it); None when it is not a duration >= 0."""
+    if value is None:
+        return 0.0
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None
 
 
 def priority_boost(value: str | None) -> int | None:

@@ -201,6 +201,7 @@ class Scheduler:
 
     def plan_cycle(self, now: float = 0.0) -> tuple[CycleResult, list[Entry]]:
         """One scheduling cycle; the state is unchanged when this returns."""
+        self.state.now = now
         entries = self.heads(now)
         oracle = self.binder.oracle if self.binder is not None else None
         for entry in entries:
@@ -510,6 +511,14 @@ class Scheduler:
         """The admission checks of a workload that holds quota are now in ``states``."""
         if key in self.state.admitted:
             self.reserved_checks[key] = dict(states)
+
+    def protection_ended(self, key: str) -> None:
+        """``key``'s minimum runtime ended: it may now be preempted, so its cohort tree's parked
+        workloads are tried again."""
+        admitted = self.state.admitted.get(key)
+        if admitted is not None:
+            self.state.unprotect(key)
+            self.wake(admitted.cluster_queue)
 
     def requeue_inadmissible(self, cq_name: str) -> None:
         """A requeue backoff in ``cq_name`` ended: its parked workloads may be tried again."""

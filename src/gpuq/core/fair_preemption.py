@@ -113,6 +113,7 @@ def _matching(
         for victim in state.by_queue.get(queue.name, {}).values()
         if satisfies_policy(policy, preemptor.workload, victim.workload)
         and uses_resources(victim, preemptor.frs_need_preemption)
+        and not (victim.workload.min_runtime_s and victim.protected_at(state.now))
     ]
 
 

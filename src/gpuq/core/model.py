@@ -309,6 +309,9 @@ class Workload:
     """``spec.maximumExecutionTimeSeconds``: admitted this long in all, it is deactivated."""
     past_execution_s: int = 0
     """``status.accumulatedPastExecutionTimeSeconds``: seconds admitted before the current admission."""
+    min_runtime_s: float = 0.0
+    """``gpuq.dev/min-runtime``: for this long after its quota is reserved the workload is not a
+    preemption candidate (gpuq's preemption protection; Kueue has none)."""
     admission_gated_by: str = ""
     """The controllers that gate its admission (``kueue.x-k8s.io/admission-gated-by``): while set, the
     workload is not queued and stays pending with "Admission is gated by: ..."."""

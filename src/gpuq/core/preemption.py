@@ -195,6 +195,8 @@ def _from_queue(
         victim = admitted[key]
         if lower_or_newer and priority == limit and not created < victim.workload.creation_time:
             continue
+        if victim.workload.min_runtime_s and victim.protected_at(state.now):
+            continue
         if fixed is not None:
             yield Candidate(victim, fixed, lca)
         elif priority >= limit or (threshold is not None and priority > threshold):

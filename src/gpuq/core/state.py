@@ -44,6 +44,10 @@ class AdmittedWorkload:
     def priority(self) -> int:
         return self.workload.priority
 
+    def protected_at(self, now: float) -> bool:
+        """Within its ``min_runtime_s`` at ``now``: no preemption may take it."""
+        return now < self.quota_reserved_time + self.workload.min_runtime_s
+
 
 def admission_usage(admission: Admission) -> dict[FlavorResource, int]:
     """Total usage per (flavor, resource) recorded in a workload's admission."""
@@ -79,6 +83,8 @@ class ClusterState:
         self._flavors: dict[str, tuple[str, ...]] = {}
         self.oracle_answers: dict[tuple[object, ...], tuple[int, Any]] = {}
         """The preemption oracle's answers by question, with the flavor's version when asked."""
+        self.now = 0.0
+        """The time of the cycle being planned (preemption protection, ``min_runtime_s``)."""
         self.nominations: dict[str, tuple[object, ...]] = {}
         """The latest nomination of each head, for :func:`gpuq.core.nomination.nominate` to reuse
         while nothing it reads changed (:meth:`version`)."""
@@ -127,6 +133,12 @@ class ClusterState:
         for flavor in {flavor for flavor, _ in workload.frs}:
             key = (root, flavor)
             versions[key] = versions.get(key, 0) + 1
+
+    def unprotect(self, key: str) -> None:
+        """``key``'s minimum runtime ended: answers worked out while it could not be a victim are stale."""
+        workload = self.admitted.get(key)
+        if workload is not None:
+            self._changed(workload)
 
     def version(self, cq_name: str) -> tuple[int, ...]:
         """What changed in ``cq_name``'s cohort tree in the flavors it lists: one counter per

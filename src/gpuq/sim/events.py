@@ -29,11 +29,12 @@ class EventKind(IntEnum):
     STARTED = 3  # a workload's pods finished starting (startup delay elapsed)
     PODS_READY_TIMEOUT = 4  # waitForPodsReady: admitted but not running in time
     MAX_EXECUTION = 5  # maximumExecutionTimeSeconds admitted: the workload is deactivated
-    REQUEUE = 6  # a requeue backoff expired
-    ARRIVAL = 7  # a workload is submitted
-    SERVICE_SYNC = 8  # an autoscaled service's sync period elapsed (ServiceHooks; version: the service)
-    PROVISIONING = 9  # a provisioning wake-up (ProvisioningHooks; tag: its kind, version: its token)
-    CRON = 10  # a CronJob's scheduled time, or a missed one run late (CronHooks; key: the CronJob)
+    PROTECTION = 6  # a workload's gpuq.dev/min-runtime ended: it may be preempted from now
+    REQUEUE = 7  # a requeue backoff expired
+    ARRIVAL = 8  # a workload is submitted
+    SERVICE_SYNC = 9  # an autoscaled service's sync period elapsed (ServiceHooks; version: the service)
+    PROVISIONING = 10  # a provisioning wake-up (ProvisioningHooks; tag: its kind, version: its token)
+    CRON = 11  # a CronJob's scheduled time, or a missed one run late (CronHooks; key: the CronJob)
 
     @property
     def core(self) -> bool:

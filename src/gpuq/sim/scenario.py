@@ -305,6 +305,11 @@ def prepare(plan: ScenarioPlan, variant: VariantPlan, trace: TraceRead) -> Prepa
         jobs, pending = [_unprioritised(j) for j in jobs], [_unprioritised(j) for j in pending]
         residents = [dataclasses.replace(r, job=_unprioritised(r.job)) for r in residents]
     settings = _settings(plan.spec.settings if plan.spec else Settings(), variant.override)
+    protection = _min_runtime(plan.spec.settings if plan.spec else Settings(), variant.override)
+    if protection:
+        jobs = [_protected(j, protection) for j in jobs]
+        pending = [_protected(j, protection) for j in pending]
+        residents = [dataclasses.replace(r, job=_protected(r.job, protection)) for r in residents]
     cron = _cron(variant, result, state, [*pending, *jobs], settings)
     if variant.queueing == "fcfs":
         everything = [*jobs, *pending, *(r.job for r in residents)]
@@ -404,6 +409,19 @@ def _fcfs_resident(resident: Resident) -> Resident:
     )
     workload = dataclasses.replace(resident.job.workload, admission=moved)
     return dataclasses.replace(resident, job=dataclasses.replace(resident.job, workload=workload))
+
+
+def _min_runtime(base: Settings, override: SettingsOverride) -> float:
+    """``settings.minRuntime`` (the variant's first): preemption protection for every workload."""
+    value = override.min_runtime if override.min_runtime is not None else base.min_runtime
+    return value or 0.0
+
+
+def _protected(job: SimJob, seconds: float) -> SimJob:
+    """``job`` protected for ``seconds`` unless its own ``gpuq.dev/min-runtime`` says otherwise."""
+    if job.workload.min_runtime_s:
+        return job
+    return dataclasses.replace(job, workload=dataclasses.replace(job.workload, min_runtime_s=seconds))
 
 
 def _settings(base: Settings, override: SettingsOverride) -> SimSettings:

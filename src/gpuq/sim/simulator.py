@@ -58,6 +58,7 @@ MAX_CYCLES_PER_PASS = 100_000
 _TIMERS = {
     EventKind.PODS_READY_TIMEOUT: Timer.PODS_READY,
     EventKind.MAX_EXECUTION: Timer.MAX_EXECUTION,
+    EventKind.PROTECTION: Timer.PROTECTION,
     EventKind.REQUEUE: Timer.REQUEUE,
 }
 _TIMER_EVENTS = {timer: kind for kind, timer in _TIMERS.items()}

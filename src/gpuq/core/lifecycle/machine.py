@@ -315,6 +315,8 @@ class Lifecycle:
         self.hooks.effect(Reserved(key, decision, state, self.scheduler.usage_of(key), at))
         if state == S.ADMITTED:
             self._admitted(life, at)
+        if life.workload.min_runtime_s > 0:
+            self.hooks.effect(WakeAt(key, Timer.PROTECTION, at + life.workload.min_runtime_s, life.token))
         if self._ready_timeout is not None:
             self.hooks.effect(WakeAt(key, Timer.PODS_READY, at + self._ready_timeout, life.token))
         if key not in self.scheduler.unplaced and not held:
@@ -467,6 +469,9 @@ class Lifecycle:
             deadline = life.policy.active_deadline_s or 0.0
             message = f"activeDeadlineSeconds {deadline:g} passed"
             self._end(life, S.FAILED, "pods", "DeadlineExceeded", message, event.at)
+        elif event.timer == Timer.PROTECTION and life.state.holds_quota:
+            self.scheduler.protection_ended(life.key)
+            self._dirty = True
         elif event.timer == Timer.MAX_EXECUTION and life.admitted_at is not None and not life.evicting:
             message = "The workload is deactivated due to exceeding the maximum execution time"
             self._end(life, S.INACTIVE, "deactivated", MAX_EXECUTION_EXCEEDED, message, event.at)

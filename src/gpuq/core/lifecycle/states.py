@@ -69,3 +69,4 @@ class Timer(StrEnum):
     RESTART = "Restart"  # a failed pod's restart backoff ends
     DEADLINE = "ActiveDeadline"  # activeDeadlineSeconds since the first start
     MAX_EXECUTION = "MaximumExecutionTime"  # maximumExecutionTimeSeconds admitted, over all admissions
+    PROTECTION = "PreemptionProtection"  # gpuq.dev/min-runtime since quota was reserved: preemptable now
