@@ -152,6 +152,12 @@ def limited(name: str, n: int, at: float, limit: int, past: int = 0) -> ev.Submi
     return ev.Submitted(wl, at, JobPolicy())
 
 
+def checkpointed(name: str, n: int, at: float, interval: float) -> ev.Submitted:
+    """A workload that checkpoints every ``interval`` seconds (what a preemption loses)."""
+    wl = dataclasses.replace(gpus(n, name, 0, at), checkpoint_interval_s=interval)
+    return ev.Submitted(wl, at, JobPolicy())
+
+
 def protected(name: str, n: int, at: float, min_runtime: float) -> ev.Submitted:
     """A workload with ``gpuq.dev/min-runtime`` (preemption protection after its reservation)."""
     wl = dataclasses.replace(gpus(n, name, 0, at), min_runtime_s=min_runtime)
@@ -496,6 +502,34 @@ CASES = [
             ("Reserved", "high", "Admitted", 10),
             ("StartPods", "high", 0, 10),
         ),
+    ),
+    *(
+        Case(
+            f"victim order {order}: of two equal-priority candidates, {victim} goes",
+            config(dataclasses.replace(cq(), least_lost_work=order == "lost-work")),
+            (
+                checkpointed("ckpt", 2, 0, 100),
+                settle(0),
+                submit("fresh", 2, 50),
+                settle(50),
+                submit("high", 2, 110, priority=100),
+                settle(110),
+            ),
+            (
+                ("Reserved", "ckpt", "Admitted", 0),
+                ("StartPods", "ckpt", 0, 0),
+                ("Reserved", "fresh", "Admitted", 50),
+                ("StartPods", "fresh", 0, 50),
+                ("Preempted", victim, "high", 110),
+                ("StopPods", victim, "Preempted", 110),
+                ("Requeued", victim, "Preempted", None, 110),
+                ("Reserved", "high", "Admitted", 110),
+                ("StartPods", "high", 0, 110),
+            ),
+        )
+        # Kueue: the most recently admitted ("fresh", 60 s lost); lost work: "ckpt" checkpointed
+        # 10 s ago (110 mod 100) loses least.
+        for order, victim in (("kueue", "fresh"), ("lost-work", "ckpt"))
     ),
     Case(
         "live: an eviction completes once the victim's pods are gone; other queues admit meanwhile",

@@ -152,7 +152,13 @@ def cluster_queue(cq: kueue.ClusterQueue) -> core.ClusterQueue:
         fair_weight=fair_weight(spec.fair_sharing),
         admission_checks=tuple(core.AdmissionCheckRule(r.name, tuple(r.on_flavors)) for r in rules),
         stop_policy=core.StopPolicy(spec.stop_policy),
+        least_lost_work=cq.metadata.annotations.get(VICTIM_ORDER) == "lost-work",
     )
+
+
+VICTIM_ORDER = "gpuq.dev/victim-order"
+"""On a ClusterQueue: ``lost-work`` orders its preemption candidates of one priority by the work they
+would lose (docs/preemption-protection.md)."""
 
 
 def cohort(obj: kueue.Cohort) -> core.Cohort:

@@ -167,6 +167,7 @@ class Settings(Strict):
     startup_delay: Seconds = 0.0
     checkpoint_interval: PositiveSeconds | None = None
     min_runtime: Seconds | None = None  # gpuq.dev/min-runtime of every workload that sets none
+    victim_order: Literal["kueue", "lost-work"] | None = None  # every ClusterQueue's gpuq.dev/victim-order
     bins: Annotated[int, Field(gt=0, le=10_000)] = 240
     node_changes: list[NodeChangeSpec] = Field(default_factory=list)
 
@@ -177,6 +178,7 @@ class SettingsOverride(Strict):
     startup_delay: Seconds | None = None
     checkpoint_interval: PositiveSeconds | None = None
     min_runtime: Seconds | None = None
+    victim_order: Literal["kueue", "lost-work"] | None = None
 
 
 class SpotInterruption(Strict):

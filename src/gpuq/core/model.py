@@ -193,6 +193,9 @@ class ClusterQueue:
     fair_weight: Fraction = Fraction(1)
     admission_checks: tuple[AdmissionCheckRule, ...] = ()
     stop_policy: StopPolicy = StopPolicy.NONE
+    least_lost_work: bool = False
+    """``gpuq.dev/victim-order: lost-work``: among preemption candidates of one priority, those that
+    lose the least work since their last checkpoint go first (Kueue: the most recently admitted)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +312,8 @@ class Workload:
     """``spec.maximumExecutionTimeSeconds``: admitted this long in all, it is deactivated."""
     past_execution_s: int = 0
     """``status.accumulatedPastExecutionTimeSeconds``: seconds admitted before the current admission."""
+    checkpoint_interval_s: float = 0.0
+    """How often it checkpoints (0: never, or not known): what a preemption loses (victim order)."""
     min_runtime_s: float = 0.0
     """``gpuq.dev/min-runtime``: for this long after its quota is reserved the workload is not a
     preemption candidate (gpuq's preemption protection; Kueue has none)."""

@@ -105,7 +105,8 @@ def nominate(
         entry.inadmissible = f"waiting for requeue backoff until {workload.requeue_at:.0f}"
         entry.requeue = RequeueReason.INACTIVE
         return
-    if topology is None and not state.config.scheduler.fair_sharing.enable:
+    timeless = not state.cluster_queue(entry.cluster_queue).least_lost_work  # lost work grows with time
+    if topology is None and not state.config.scheduler.fair_sharing.enable and timeless:
         _reused_or_initial_assignment(state, entry, resume)
     else:
         _initial_assignment(state, entry, resume, topology)

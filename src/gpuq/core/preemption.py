@@ -185,6 +185,8 @@ def _from_queue(
     lower = policy == PreemptionPolicy.LOWER_PRIORITY
     lower_or_newer = policy == PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
     created = preemptor.workload.creation_time
+    if state.rank_by_loss:
+        entries = _least_lost_first(state, entries, frs)
     for priority, _, _, key in entries:
         if lower and priority >= limit:
             return
@@ -203,6 +205,16 @@ def _from_queue(
             yield Candidate(victim, Variant.RECLAIM_WITHOUT_BORROWING, lca)
         else:
             yield Candidate(victim, Variant.RECLAIM_WHILE_BORROWING, lca)
+
+
+def _least_lost_first(
+    state: ClusterState, entries: Iterable[OrderEntry], frs: Set[FlavorResource]
+) -> Iterator[OrderEntry]:
+    """``entries`` (by priority, then Kueue's order) with each run of one priority reordered by the
+    work each loses per unit freed (:meth:`AdmittedWorkload.loss_rate`), Kueue's order on ties."""
+    admitted, now = state.admitted, state.now
+    for _, group in itertools.groupby(entries, key=lambda e: e[0]):
+        yield from sorted(group, key=lambda e: admitted[e[3]].loss_rate(now, frs))
 
 
 _POLICIES_THAT_PREEMPT = frozenset(

@@ -8,7 +8,7 @@ performs only reversible what-ifs (:meth:`ClusterState.simulate_removal`).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Set
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +43,19 @@ class AdmittedWorkload:
     @property
     def priority(self) -> int:
         return self.workload.priority
+
+    def lost_work(self, now: float, frs: Set[FlavorResource]) -> float:
+        """What evicting it at ``now`` throws away: the time since its last checkpoint (since its
+        reservation without checkpoints) times its usage of ``frs``."""
+        ran = max(0.0, now - self.quota_reserved_time)
+        interval = self.workload.checkpoint_interval_s
+        since = ran % interval if interval > 0 else ran
+        return since * sum(self.usage.get(fr, 0) for fr in frs)
+
+    def loss_rate(self, now: float, frs: Set[FlavorResource]) -> float:
+        """:meth:`lost_work` per unit of ``frs`` it frees: the seconds since its last checkpoint."""
+        held = sum(self.usage.get(fr, 0) for fr in frs)
+        return self.lost_work(now, frs) / held if held else 0.0
 
     def protected_at(self, now: float) -> bool:
         """Within its ``min_runtime_s`` at ``now``: no preemption may take it."""
@@ -85,6 +98,9 @@ class ClusterState:
         """The preemption oracle's answers by question, with the flavor's version when asked."""
         self.now = 0.0
         """The time of the cycle being planned (preemption protection, ``min_runtime_s``)."""
+        self.rank_by_loss = False
+        """Rank preemption candidates of one priority by the work each loses per unit it frees
+        (while :func:`gpuq.core.fair_preemption.preemption_targets` tries that order)."""
         self.nominations: dict[str, tuple[object, ...]] = {}
         """The latest nomination of each head, for :func:`gpuq.core.nomination.nominate` to reuse
         while nothing it reads changed (:meth:`version`)."""

@@ -305,7 +305,17 @@ def prepare(plan: ScenarioPlan, variant: VariantPlan, trace: TraceRead) -> Prepa
         jobs, pending = [_unprioritised(j) for j in jobs], [_unprioritised(j) for j in pending]
         residents = [dataclasses.replace(r, job=_unprioritised(r.job)) for r in residents]
     settings = _settings(plan.spec.settings if plan.spec else Settings(), variant.override)
-    protection = _min_runtime(plan.spec.settings if plan.spec else Settings(), variant.override)
+    base_settings = plan.spec.settings if plan.spec else Settings()
+    order = variant.override.victim_order or base_settings.victim_order
+    if order is not None:
+        least = order == "lost-work"
+        queues = {n: dataclasses.replace(q, least_lost_work=least) for n, q in config.cluster_queues.items()}
+        config = dataclasses.replace(config, cluster_queues=queues)
+    jobs, pending = _checkpointed(jobs, settings.checkpoint_s), _checkpointed(pending, settings.checkpoint_s)
+    residents = [
+        dataclasses.replace(r, job=_checkpointed([r.job], settings.checkpoint_s)[0]) for r in residents
+    ]
+    protection = _min_runtime(base_settings, variant.override)
     if protection:
         jobs = [_protected(j, protection) for j in jobs]
         pending = [_protected(j, protection) for j in pending]
@@ -415,6 +425,20 @@ def _min_runtime(base: Settings, override: SettingsOverride) -> float:
     """``settings.minRuntime`` (the variant's first): preemption protection for every workload."""
     value = override.min_runtime if override.min_runtime is not None else base.min_runtime
     return value or 0.0
+
+
+def _checkpointed(jobs: list[SimJob], default_s: float | None) -> list[SimJob]:
+    """The jobs with their checkpoint interval (their own, else ``settings.checkpointInterval``) on
+    their workloads, which the engine reads to rank preemption victims by lost work."""
+    out = []
+    for job in jobs:
+        interval = job.checkpoint_s or default_s or 0.0
+        if interval and job.workload.checkpoint_interval_s != interval:
+            job = dataclasses.replace(
+                job, workload=dataclasses.replace(job.workload, checkpoint_interval_s=interval)
+            )
+        out.append(job)
+    return out
 
 
 def _protected(job: SimJob, seconds: float) -> SimJob:
