@@ -188,7 +188,9 @@ def test_quoted_field_over_two_lines_keeps_later_line_numbers_physical(tmp_path:
 def test_missing_required_columns_is_a_trace_error_naming_file_and_columns(tmp_path: Path) -> None:
     path = write(tmp_path, "jobs.csv", "name,namespace,queue,duration_s\nx,a,a,1\n")
     with pytest.raises(TraceError, match=rf"^{path}: missing column\(s\) submit_s, gpus$"):
-        read_trace(path)
+        read_trace(path, format="csv")
+    with pytest.raises(TraceError, match=rf"^{path}: .* closest: csv, missing column\(s\) submit_s, gpus\. "):
+        read_trace(path)  # no format: the columns choose it (tests/sim/test_trace_detect.py)
 
 
 def test_strict_raises_at_the_first_bad_row_with_its_location(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@
 1. collect the inputs (files; directories recursively, ``*.yaml``, ``*.yml``,
    ``*.json`` in sorted order; ``-`` for stdin, shown as ``<stdin>``);
 2. split each into documents, remembering the line of every field
-   (``kind: List`` documents are expanded; empty documents are skipped); a text whose
+   (``kind: List`` documents are expanded; empty documents are skipped, and an input with no
+   document at all is a :data:`NO_OBJECTS` warning); a text whose
    YAML aliases would expand it past :data:`MAX_ALIAS_NODES` nodes (a "billion laughs"),
    whose aliases recurse, or that nests deeper than :data:`MAX_DEPTH` is refused with one
    diagnostic before anything walks it; a document with only ``metadata.generateName`` gets the
@@ -16,8 +17,10 @@
    Kueue's queue defaulting (:mod:`gpuq.api.queue_defaulting`);
 4. run the per-object and whole-configuration checks (:mod:`gpuq.api.validation`);
    and the machine checks (:mod:`gpuq.api.machine_checks`);
-5. only when no error was found, convert to the core model (:mod:`gpuq.api.convert`,
-   machines by :mod:`gpuq.api.nodes_convert`).
+5. convert to the core model (:mod:`gpuq.api.convert`, machines by :mod:`gpuq.api.nodes_convert`)
+   and run the checks that read it (capacity, placement, oversized pods); when errors were found,
+   only the objects no error names are converted, for those checks alone, so that a directory
+   reports every finding its files report one by one.
 
 Nothing loads half-valid: one error anywhere and ``config`` is None. A workload Kueue would
 keep pending for ever (its LocalQueue does not exist, it can never fit its ClusterQueue) is
@@ -90,6 +93,8 @@ its anchor's whole subtree again): past it the text is refused, in milliseconds,
 by whatever walks it next (a 620-byte "billion laughs" expands to 10^9 nodes)."""
 MAX_DEPTH = 100
 """Deepest nesting of collections a YAML text may have (Kubernetes manifests need about 15)."""
+NO_OBJECTS = "no Kubernetes objects (the file is empty, or holds only comments, '---' or null documents)"
+"""The warning for an input with nothing to read: a file given to validate is meant to say something."""
 FOREIGN_KINDS = foreign_kinds.IGNORED_KINDS
 """(API group, kind) of objects that decide nothing gpuq schedules (ConfigMaps, RBAC, what ``gpuq export
 k8s`` writes beside the configuration...): listed in :attr:`LoadResult.ignored`, never errors."""
@@ -200,7 +205,7 @@ def load_texts(
     documents: list[Document] = []
     for path, text in texts:
         parsed, errors = parse_documents(path, text)
-        diagnostics += errors
+        diagnostics += errors or ([] if parsed else [Diagnostic(path, 1, "", "", "", NO_OBJECTS, "warning")])
         documents += parsed
     return load_documents(documents, diagnostics, strict=strict, name_seed=name_seed)
 
@@ -246,13 +251,12 @@ def load_documents(
     diagnostics += serving.validate_services(manifests)
     diagnostics += machine_checks.validate_machines(manifests)
     diagnostics = [as_loaded(d, strict) for d in diagnostics]
-    if any(d.severity == "error" and not d.stays_pending for d in diagnostics):  # those convert
+    blocking = [d for d in diagnostics if d.severity == "error" and not d.stays_pending]  # the others convert
+    if blocking:
+        diagnostics += _converted_checks(_untouched(manifests, blocking), strict)[2]
         return LoadResult(None, (), sort_diagnostics(diagnostics), tuple(manifests), ignored=tuple(ignored))
-    config, workloads = convert.convert(manifests)
-    found = nodes_convert.convert_machines(manifests)
-    diagnostics += [as_loaded(d, strict) for d in references.validate_capacity(manifests, config, workloads)]
-    diagnostics += machine_checks.placement_warnings(manifests, config, found.nodes)
-    diagnostics += machine_checks.oversized_pods(manifests, workloads, found.nodes)
+    (config, workloads), found, checked = _converted_checks(manifests, strict)
+    diagnostics += checked
     if any(d.severity == "error" for d in diagnostics):
         return LoadResult(None, (), sort_diagnostics(diagnostics), tuple(manifests), ignored=tuple(ignored))
     return LoadResult(
@@ -267,6 +271,28 @@ def load_documents(
         tuple(cron_jobs),
         _companions(items, derived),
     )
+
+
+def _converted_checks(
+    manifests: Sequence[Manifest], strict: bool
+) -> tuple[tuple[ClusterConfig, tuple[Workload, ...]], nodes_convert.Machines, list[Diagnostic]]:
+    """Step 5: ``manifests`` converted, and the checks that read the converted model (capacity,
+    placement on the nodes, pods larger than every node)."""
+    config, workloads = convert.convert(manifests)
+    found = nodes_convert.convert_machines(manifests)
+    checked = [as_loaded(d, strict) for d in references.validate_capacity(manifests, config, workloads)]
+    checked += machine_checks.placement_warnings(manifests, config, found.nodes)
+    checked += machine_checks.oversized_pods(manifests, workloads, found.nodes)
+    return (config, workloads), found, checked
+
+
+def _untouched(manifests: Sequence[Manifest], errors: Sequence[Diagnostic]) -> list[Manifest]:
+    """The manifests no error names (by file, kind and name; a duplicate is no fault of the object, the
+    first definition converts). They convert even when other objects failed, so that a directory
+    reports the capacity findings each of its files reports alone: a Job that no ClusterQueue can
+    ever hold is not hidden by a broken object in another file."""
+    named = {(d.path, d.kind, d.name) for d in errors if d.kind and not references.is_duplicate(d)}
+    return [m for m in manifests if (m.path, m.kind, m.name) not in named]
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ Every function returns diagnostics and never raises on bad input.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from gpuq.api import kueue, topology_requests
@@ -83,11 +83,20 @@ ELASTIC_NOT_MODELLED = (
 
 
 def _elastic_jobs(workloads: Sequence[Manifest]) -> Iterator[Diagnostic]:
-    """One warning, on the first elastic job's workload, that slice replacement is not modelled."""
-    for manifest in workloads:
-        if manifest.model.metadata.annotations.get("kueue.x-k8s.io/elastic-job") == "true":
-            yield manifest.diagnostic(("metadata", "annotations"), ELASTIC_NOT_MODELLED, "warning")
-            return
+    """One warning per file, on its first elastic job's workload, that slice replacement is not
+    modelled (per file, so that a directory says what each of its files says alone)."""
+    annotation = "kueue.x-k8s.io/elastic-job"
+    elastic = (m for m in workloads if m.model.metadata.annotations.get(annotation) == "true")
+    for manifest in _first_per_file(elastic):
+        yield manifest.diagnostic(("metadata", "annotations"), ELASTIC_NOT_MODELLED, "warning")
+
+
+def _first_per_file(manifests: Iterable[Manifest]) -> list[Manifest]:
+    """The first of ``manifests`` in each file, in input order."""
+    firsts: dict[str, Manifest] = {}
+    for manifest in manifests:
+        firsts.setdefault(manifest.path, manifest)
+    return list(firsts.values())
 
 
 def _duplicates(manifests: Sequence[Manifest]) -> Iterator[Diagnostic]:
@@ -99,8 +108,17 @@ def _duplicates(manifests: Sequence[Manifest]) -> Iterator[Diagnostic]:
             continue
         earlier = first[key]
         kind = type(manifest.model).__name__
-        yield manifest.diagnostic((), f"duplicate {kind}: also defined at {earlier.path}:{earlier.line}")
-        yield earlier.diagnostic((), f"duplicate {kind}: also defined at {manifest.path}:{manifest.line}")
+        yield manifest.diagnostic((), f"duplicate {kind}{ALSO_DEFINED}{earlier.path}:{earlier.line}")
+        yield earlier.diagnostic((), f"duplicate {kind}{ALSO_DEFINED}{manifest.path}:{manifest.line}")
+
+
+ALSO_DEFINED = ": also defined at "
+
+
+def is_duplicate(diagnostic: Diagnostic) -> bool:
+    """Whether ``diagnostic`` is :func:`validate_references`' duplicate finding: the object itself is
+    sound, and conversion keeps the first definition."""
+    return diagnostic.message.startswith("duplicate ") and ALSO_DEFINED in diagnostic.message
 
 
 def _present(index: Index, kind: type[Any]) -> list[Manifest]:
@@ -177,7 +195,7 @@ MULTIKUEUE_NOT_MODELLED = (
 def _multikueue_references(index: Index) -> Iterator[Diagnostic]:
     """A MultiKueue AdmissionCheck names a MultiKueueConfig (``spec.parameters``), whose clusters name
     MultiKueueClusters (Kueue's multikueue admissioncheck controller reports them missing); one
-    warning, on the first such check, that dispatch is not modelled."""
+    warning per file, on its first such check, that dispatch is not modelled."""
     configs = _names(index, kueue.MultiKueueConfig)
     clusters = _names(index, kueue.MultiKueueCluster)
     checks = [
@@ -194,8 +212,8 @@ def _multikueue_references(index: Index) -> Iterator[Diagnostic]:
             yield manifest.diagnostic(
                 ("spec", "parameters", "name"), f"MultiKueueConfig {params.name!r} not found"
             )
-    if checks:
-        yield checks[0].diagnostic(("spec", "controllerName"), MULTIKUEUE_NOT_MODELLED, "warning")
+    for manifest in _first_per_file(checks):
+        yield manifest.diagnostic(("spec", "controllerName"), MULTIKUEUE_NOT_MODELLED, "warning")
     for manifest in _present(index, kueue.MultiKueueConfig):
         for ci, name in enumerate(manifest.model.spec.clusters):
             if name not in clusters:

@@ -41,7 +41,9 @@ def simulate(
     ] = None,
     trace_format: Annotated[
         str | None,
-        typer.Option("--trace-format", help="csv, jsonl, philly, openb or dlrm (default: from the name)."),
+        typer.Option(
+            "--trace-format", help="csv, jsonl, philly, openb or dlrm (default: from the file's columns)."
+        ),
     ] = None,
     mapping: Annotated[
         str | None,

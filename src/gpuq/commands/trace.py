@@ -132,9 +132,12 @@ def queues(
 
 @trace_app.command("read")
 def read(
-    file: Annotated[str, typer.Argument(help="Workload trace (CSV, JSONL or a public trace, .xz allowed).")],
+    file: Annotated[
+        str, typer.Argument(help="Workload trace (CSV, JSONL or a public trace, .xz or .gz allowed).")
+    ],
     trace_format: Annotated[
-        str | None, typer.Option("--trace-format", help=f"{', '.join(FORMATS)} (default: from the name).")
+        str | None,
+        typer.Option("--trace-format", help=f"{', '.join(FORMATS)} (default: from the file's columns)."),
     ] = None,
     old_format: Annotated[
         str | None, typer.Option("--format", hidden=True, help="Deprecated spelling of --trace-format.")

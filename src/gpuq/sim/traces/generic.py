@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,10 @@ from gpuq.sim.traces.model import TRACE_KINDS, TraceError, TraceJob, TraceRead
 from gpuq.sim.traces.reading import Collector, RowError, column_index, open_text, read_csv, row_width, take
 
 REQUIRED = ("name", "namespace", "queue", "submit_s", "duration_s", "gpus")
+QUEUE_COLUMNS = ("namespace", "queue")
+"""The required columns a mapping file replaces with its group column."""
+DISTINCTIVE = tuple(c for c in REQUIRED if c not in QUEUE_COLUMNS)
+"""The columns that tell a generic CSV trace (:mod:`gpuq.sim.traces.detect`)."""
 OPTIONAL = (
     "priority",
     "pods",
@@ -47,7 +52,7 @@ def read_generic_csv(
     if grouper is None:
         index = column_index(header, path, REQUIRED, OPTIONAL)
     else:
-        required = [c for c in REQUIRED if c not in ("namespace", "queue")] + [grouper.column]
+        required = [*DISTINCTIVE, grouper.column]
         index = column_index(header, path, required, OPTIONAL)
     chosen = take(rows, limit)
     collector = Collector(path, strict)
@@ -148,7 +153,7 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
             for number, text in enumerate(handle, start=1):
                 if text.strip():
                     yield number, text
-        except (UnicodeDecodeError, EOFError, OSError, lzma.LZMAError) as err:
+        except (UnicodeDecodeError, EOFError, OSError, lzma.LZMAError, zlib.error) as err:
             raise TraceError(f"{path}: unreadable: {err}") from err
 
 

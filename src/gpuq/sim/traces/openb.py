@@ -35,7 +35,7 @@ COLUMNS = (
     "name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli",
     "pod_phase", "creation_time", "deletion_time", "scheduled_time",
 )  # fmt: skip
-_NO_TIMES = " (the multigpu* lists have no times: they are static packing lists, not replayable traces)"
+NO_TIMES = " (the multigpu* lists have no times: they are static packing lists, not replayable traces)"
 _PHASES = ("Running", "Succeeded", "Failed", "Pending")
 _MIB = 2**20
 
@@ -46,7 +46,7 @@ def read_openb(
     """Jobs of an ``openb_pod_list_*.csv``; Pending pods are skipped and counted (see the module doc)."""
     header, rows = read_csv(path)
     field = mapping.field if mapping is not None and mapping.field else DEFAULT_FIELD
-    index = column_index(header, path, dict.fromkeys((*COLUMNS, field)), ("gpu_spec",), _NO_TIMES)
+    index = column_index(header, path, dict.fromkeys((*COLUMNS, field)), ("gpu_spec",), NO_TIMES)
     at_created = index["creation_time"]
     created = [_number(row[at_created]) if len(row) > at_created else None for _, row in rows]
     origin = min((c for c in created if c is not None), default=0.0)

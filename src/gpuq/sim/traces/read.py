@@ -1,10 +1,12 @@
-"""One entry point for every trace format: :func:`read_trace`, with the format detected from the file name."""
+"""One entry point for every trace format: :func:`read_trace`, with the format detected from the file's
+columns (:mod:`gpuq.sim.traces.detect`) when none is given."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
+from gpuq.sim.traces.detect import detect_format
 from gpuq.sim.traces.dlrm import read_dlrm
 from gpuq.sim.traces.generic import read_generic_csv, read_generic_jsonl
 from gpuq.sim.traces.mapping import GroupMapping, load_mapping
@@ -22,18 +24,6 @@ _READERS: dict[str, Reader] = {
 }
 FORMATS: tuple[str, ...] = tuple(_READERS)
 """Format names ``read_trace`` and the CLI accept, in a fixed order."""
-_PREFIXES = (("philly_jobs", "philly"), ("openb_pod_list", "openb"), ("disaggregated_DLRM", "dlrm"))
-
-
-def detect_format(path: str | Path) -> str:
-    """The format a file name implies (``.xz`` ignored): the public traces by name, ``.jsonl``, else csv."""
-    name = Path(path).name
-    if name.endswith(".xz"):
-        name = name[:-3]
-    for prefix, format_name in _PREFIXES:
-        if name.startswith(prefix):
-            return format_name
-    return "jsonl" if name.endswith(".jsonl") else "csv"
 
 
 def read_trace(
@@ -46,11 +36,13 @@ def read_trace(
 ) -> TraceRead:
     """Read a trace into jobs, refused rows and notes.
 
-    ``format`` is one of :data:`FORMATS` (detected from the name when None);
+    ``format`` is one of :data:`FORMATS` (detected from the file's columns when None:
+    :func:`gpuq.sim.traces.detect.detect_format`);
     ``mapping`` a mapping file (docs/traces.md); ``strict`` turns the first bad
     row into a TraceError; ``limit`` reads only the first N data rows. Raises
     TraceError for an unknown format, a missing or unreadable file, missing
-    columns or a bad mapping file.
+    columns (without ``format``: columns no format matches, the message listing every format's) or a
+    bad mapping file.
     """
     chosen = format or detect_format(path)
     reader = _READERS.get(chosen)

@@ -1,4 +1,4 @@
-"""Plumbing every importer shares: opening (xz) files, CSV rows with line numbers, collecting jobs.
+"""Plumbing every importer shares: opening (xz, gzip) files, CSV rows with line numbers, collecting jobs.
 
 A :class:`Collector` is the one place that turns a refused row into a
 :class:`BadRow` (or, under ``strict``, a :class:`TraceError`), refuses a
@@ -9,7 +9,9 @@ importer reports problems the same way.
 from __future__ import annotations
 
 import csv
+import gzip
 import lzma
+import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TextIO
@@ -24,8 +26,13 @@ class RowError(ValueError):
     """One row cannot become a job; the message names the column and the value."""
 
 
+COMPRESSED = (".xz", ".gz")
+"""File suffixes read through decompression (xz, gzip)."""
+
+
 def open_text(path: Path) -> TextIO:
-    """The file as text: ``.xz`` files decompressed, a byte-order mark dropped, newlines left to csv.
+    """The file as text: ``.xz`` and ``.gz`` files decompressed, a byte-order mark dropped, newlines
+    left to csv.
 
     Raises :class:`TraceError` naming the file when it cannot be opened.
     """
@@ -34,6 +41,8 @@ def open_text(path: Path) -> TextIO:
     try:
         if path.suffix == ".xz":
             return lzma.open(path, "rt", encoding="utf-8-sig", newline="")
+        if path.suffix == ".gz":
+            return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
         return path.open(encoding="utf-8-sig", newline="")
     except OSError as err:
         raise TraceError(f"{path}: cannot open: {err}") from err
@@ -56,7 +65,7 @@ def read_csv(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
                 end = reader.line_num
         except StopIteration:
             raise TraceError(f"{path}: empty file (expected a header row)") from None
-        except (csv.Error, UnicodeDecodeError, lzma.LZMAError, EOFError) as err:
+        except (csv.Error, UnicodeDecodeError, lzma.LZMAError, EOFError, gzip.BadGzipFile, zlib.error) as err:
             raise TraceError(f"{path}:{reader.line_num}: unreadable: {err}") from err
     return [name.strip() for name in header], rows
 
