@@ -291,10 +291,10 @@ def _axes(frame: _Frame, panel: Panel) -> str:
             out.append(f"<text {at}><title>{escape(name)}</title>{escape(shown)}</text>")
     else:
         for value in ticks(frame.x0, frame.x1, 6):
-            px = _c(frame.x(value))
-            out.append(f'<path d="M{px} {base}v4" stroke="{_MUTED}"/>')
+            at_x = _c(frame.x(value))
+            out.append(f'<path d="M{at_x} {base}v4" stroke="{_MUTED}"/>')
             label = _tick_text(value, False)
-            out.append(f'<text x="{px}" y="{_c(frame.py1 + 16)}" text-anchor="middle">{label}</text>')
+            out.append(f'<text x="{at_x}" y="{_c(frame.py1 + 16)}" text-anchor="middle">{label}</text>')
     if panel.x.label:
         out.append(
             f'<text class="axis" x="{_c((frame.px0 + frame.px1) / 2)}" y="{_c(frame.py1 + 34)}" '
