@@ -184,14 +184,12 @@ def _step_path(frame: _Frame, xs: Sequence[float | None], ys: Sequence[float | N
         px, py = _c(frame.x(x)), _c(frame.y(y))
         if last_y is None:
             parts.append(f"M{px} {py}")
-        elif py != last_y:
-            parts.append(f"H{px}V{py}")
         else:
             if parts[-1].startswith("H") and "V" not in parts[-1]:
-                parts.pop()
-            parts.append(f"H{px}")
+                parts.pop()  # the same height since the last x: one horizontal goes further
+            parts.append(f"H{px}V{py}" if py != last_y else f"H{px}")
         last_y = py
-    return "".join(parts) if len(parts) > 1 else ""
+    return "".join(parts) if any(not part.startswith("M") for part in parts) else ""
 
 
 def _area_path(frame: _Frame, xs: Sequence[float | None], base: list[float], top: list[float]) -> str:
