@@ -40,7 +40,7 @@ nav a {{ margin-right: 1rem; white-space: nowrap; }} .meta {{ color: #52606d; }}
 table {{ border-collapse: collapse; font-variant-numeric: tabular-nums; margin: .5rem 0 1rem;
   display: block; max-width: 100%; overflow-x: auto; }}
 th, td {{ border: 1px solid #d9e2ec; padding: .3rem .6rem; vertical-align: top; }}
-th {{ background: #f0f4f8; text-align: left; overflow-wrap: anywhere; }}
+th {{ background: #f0f4f8; text-align: left; }}
 td.num {{ text-align: right; white-space: nowrap; }}
 tbody tr:nth-child(even) td {{ background: #f8fafc; }}
 .delta {{ color: #7b8794; font-size: .85em; margin-left: .4em; }}
@@ -67,7 +67,7 @@ dl.glossary dt {{ font-weight: 600; }} dl.glossary dd {{ margin: 0; }}
   @page {{ margin: 12mm; }}
   body {{ max-width: none; padding: 0; font-size: 10pt; }}
   nav {{ display: none; }}
-  h2 {{ break-after: avoid; page-break-after: avoid; }}
+  h2, .legend, .chart-note {{ break-after: avoid; page-break-after: avoid; }}
   table, tr, .legend, svg.panel, .note, .tradeoffs, .chart-note, dl.glossary dt, dl.glossary dd {{
     break-inside: avoid; page-break-inside: avoid; }}
   table {{ display: table; overflow: visible; font-size: 8.5pt; }}
