@@ -509,7 +509,8 @@ def _waits_figure(variants: Sequence[Metrics]) -> str:
                 lines.append(Series(team, xs, ys, colours.get(team, _MUTED)))
         y_axis = Axis("share of workloads", percent=True, hi=1.0)
         panels.append(Panel(title, lines, Axis(f"wait ({unit})", hi=x_hi), y_axis))
-    return chart("fig-waits", panels, height=320)
+    note = '<p class="chart-note">No workload waited: every curve rises at 0.</p>' if top == 0 else ""
+    return note + chart("fig-waits", panels, height=320)
 
 
 # -- document ------------------------------------------------------------------------------------
