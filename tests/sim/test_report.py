@@ -1,20 +1,18 @@
 """The simulation report: one offline HTML file, escaped, deterministic, and robust to empty metrics.
 
-Each rendered document inlines plotly.js (about 5 MB), so the tests render few documents and
-cache them by the variants they hold.
+The tests render few documents and cache them by the variants they hold.
 """
 
 from __future__ import annotations
 
 import copy
-import json
+import html as html_lib
 import re
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
-from plotly.offline import get_plotlyjs
 
 from gpuq.sim.report import render_report, write_report
 
@@ -23,7 +21,7 @@ try:
 except ImportError:  # tests/sim became a package
     from sim.report_sample import sample_metrics
 
-SECTIONS = ["summary", "teams", "admission", "cohorts", "utilisation", "queues", "waits"]
+SECTIONS = ["summary", "teams", "admission", "cohorts", "utilisation", "queues", "waits", "glossary"]
 TEAMS = {"ml-research", "nlp", "vision"}
 
 
@@ -32,23 +30,20 @@ def report(variants: tuple[str, ...]) -> str:
     return render_report(sample_metrics(variants))
 
 
-def without_plotly_js(html: str) -> str:
-    return html.replace(get_plotlyjs(), "")
-
-
 def figure_strings(html: str, key: str) -> set[str]:
-    """Every string under ``key`` in the figures' JSON (plotly writes non-ASCII and <>/ as \\u escapes)."""
-    pattern = rf'"{key}":("(?:[^"\\]|\\.)*")'
-    return {json.loads(raw) for raw in re.findall(pattern, without_plotly_js(html))}
+    """Every value of the attribute ``key`` in the charts' SVG, unescaped (``aria-label``: panel titles)."""
+    return {html_lib.unescape(raw) for raw in re.findall(rf'<svg class="panel"[^>]* {key}="([^"]*)"', html)}
 
 
 def trace_names(html: str) -> set[str]:
-    return figure_strings(html, "name")
+    """The names the chart legends show, unescaped."""
+    legends = re.findall(r'<ul class="legend">(.*?)</ul>', html)
+    return {html_lib.unescape(name) for legend in legends for name in re.findall(r"</svg>(.*?)</li>", legend)}
 
 
 def series_names(variant: str) -> set[str]:
-    parts = ("gpu allocation", "gpu occupancy", "fragmentation", "borrowed", "lent")
-    return {f"{variant} · {part}" for part in parts}
+    """A variant's own legend entries: its line in the utilisation panels, its bars in the cohorts'."""
+    return {variant, f"{variant} · borrowed", f"{variant} · lent"}
 
 
 CASES = [
@@ -58,14 +53,10 @@ CASES = [
 
 
 @pytest.mark.parametrize(("variants", "variant_traces"), CASES)
-def test_document_opens_offline_with_plotly_js_inlined_once(
-    variants: tuple[str, ...], variant_traces: Any
-) -> None:
+def test_document_opens_offline_without_any_script(variants: tuple[str, ...], variant_traces: Any) -> None:
     html = report(variants)
-    rest = without_plotly_js(html)
-    assert html.count(get_plotlyjs()) == 1
-    assert html.count("<script") == rest.count("<script"), "plotly.js itself opens no script tag"
-    assert re.findall(r"https?://|<link|cdn\.plot\.ly|<script[^>]*\bsrc=|@import|url\(", rest) == []
+    assert "<script" not in html, "charts are SVG drawn by the report: the page runs no code"
+    assert re.findall(r"https?://|<link|cdn\.plot\.ly|@import|url\(", html) == []
 
 
 @pytest.mark.parametrize(("variants", "variant_traces"), CASES)
@@ -73,7 +64,7 @@ def test_document_has_every_section_and_named_trace(variants: tuple[str, ...], v
     html = report(variants)
     assert re.findall(r'<section id="([a-z]+)">', html) == SECTIONS
     assert trace_names(html) == variant_traces | TEAMS | {"GPU capacity", "all workloads"}
-    assert re.findall(r'<div id="(fig-[a-z]+)"', html) == [
+    assert re.findall(r'<figure class="chart" id="(fig-[a-z]+)"', html) == [
         "fig-cohorts",
         "fig-utilisation",
         "fig-queues",
@@ -86,7 +77,7 @@ def test_one_variant_reads_without_comparison_wording() -> None:
     assert "side by side" not in html
     assert "<th>variant</th>" not in html
     assert "1 variant ·" in html
-    assert "pending workloads per team" in figure_strings(html, "text"), "titles name no variant"
+    assert "pending workloads per team" in figure_strings(html, "aria-label"), "titles name no variant"
 
 
 def test_compared_variants_stand_side_by_side_with_changes_from_the_first() -> None:
@@ -95,7 +86,7 @@ def test_compared_variants_stand_side_by_side_with_changes_from_the_first() -> N
     assert re.search(r"<thead><tr><th></th><th [^>]*>fcfs</th><th [^>]*>kueue</th></tr></thead>", html)
     assert "2 variants compared" in html
     assert '<span class="delta">' in html
-    assert "kueue · pending workloads per team" in figure_strings(html, "text")
+    assert "kueue · pending workloads per team" in figure_strings(html, "aria-label")
 
 
 def test_same_metrics_give_the_same_bytes_whatever_the_mapping_order() -> None:
@@ -137,14 +128,14 @@ def hostile_metrics() -> dict[str, Any]:
 
 
 def test_user_strings_are_escaped_in_tables_and_figures() -> None:
-    html = without_plotly_js(render_report(hostile_metrics()))
+    html = render_report(hostile_metrics())
     for raw in (HOSTILE, "<img src=x", "a<b>&c", "<i>", "<u>EUR</u>", "<em>"):
         assert raw not in html, raw
     assert "&lt;script&gt;x&lt;/script&gt;" in html
     assert "<title>gpuq simulation · &lt;img src=x onerror=alert(1)&gt;</title>" in html
     assert "&lt;u&gt;EUR&lt;/u&gt;" in html
-    # legends read a subset of HTML: names reach plotly escaped, and plotly shows the entities as text
-    assert {"&lt;script&gt;x&lt;/script&gt;", "a&lt;b&gt;&amp;c · gpu allocation"} <= trace_names(html)
+    # the legends show the names as written, escaped once in the page
+    assert {HOSTILE, "a<b>&c", "a<b>&c · borrowed"} <= trace_names(html)
 
 
 def empty_variant(name: str) -> dict[str, Any]:
@@ -201,7 +192,7 @@ EDGE_CASES = [
     ),
     pytest.param(
         with_variants(sample_metrics(("busy",))["variants"][0], empty_variant("idle")),
-        ["idle · gpu allocation", "busy · gpu allocation", "<td>idle</td>"],
+        ["idle", "busy", "<td>idle</td>", "no data"],
         id="a busy variant compared with an idle one",
     ),
     pytest.param(

@@ -1,11 +1,11 @@
 """The self-contained HTML report of a simulation, rendered from its metrics dictionary.
 
-The report is one file a person can attach to an issue and open offline: plotly.js is inlined
-once in the head, and no CDN, font or stylesheet is fetched. Every user string (scenario, variant,
-team and queue names) is HTML-escaped, in figures too, whose legends read a subset of HTML.
-Output is a pure function of the metrics (schema ``gpuq.dev/v1alpha1/SimulationMetrics``): figure
-div ids are fixed, mappings are walked in sorted order and no clock is read, so the same metrics
-give the same bytes.
+The report is one file a person can attach to an issue, open offline or print: its charts are
+inline SVG drawn by :mod:`gpuq.sim.charts`, so it holds no script, and no CDN, font or stylesheet
+is fetched. Every user string (scenario, variant, team and queue names) is HTML-escaped, in charts
+too. Output is a pure function of the metrics (schema ``gpuq.dev/v1alpha1/SimulationMetrics``):
+chart ids are fixed, mappings are walked in sorted order and no clock is read, so the same metrics
+give the same bytes. A glossary at the end defines each term the tables and charts use, once.
 """
 
 from __future__ import annotations
@@ -16,10 +16,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
-from plotly.subplots import make_subplots
-
+from gpuq.sim.charts import Axis, Panel, Series, chart, data_top, nice_top
 from gpuq.sim.metrics import series_mean
 from gpuq.sim.serving.report import services_table
 from gpuq.sim.tradeoffs import trade_offs
@@ -28,20 +25,55 @@ _DASH = "–"
 # Tableau 10: distinct in print and for the common colour-vision deficiencies.
 _PALETTE: tuple[str, ...] = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2")
 _PALETTE += ("#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
-_CONFIG = {"displaylogo": False, "responsive": True}
+# Tableau 20's light halves: teams 11 to 20 get a colour of their own, not a repeat.
+_TEAM_PALETTE = (*_PALETTE, "#a0cbe8", "#ffbe7d", "#8cd17d", "#ff9d9a", "#86bcb6")
+_TEAM_PALETTE += ("#f1ce63", "#d4a6c8", "#fabfd2", "#d7b5a6", "#79706e")
+_MUTED = "#52606d"
 _FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif'
 _CSS = f"""
-body {{ font-family: {_FONT}; margin: 0 auto; max-width: 1320px; padding: 1.5rem; color: #1f2933; }}
+body {{ font-family: {_FONT}; margin: 0 auto; max-width: 1320px; padding: 1.5rem; color: #1f2933;
+  line-height: 1.4; }}
 h1 {{ font-size: 1.6rem; margin-bottom: .3rem; }}
-h2 {{ border-bottom: 1px solid #d9e2ec; padding-bottom: .2rem; }}
-nav a {{ margin-right: 1rem; }} .meta {{ color: #52606d; }} .empty {{ color: #7b8794; font-style: italic; }}
-table {{ border-collapse: collapse; font-variant-numeric: tabular-nums; margin: .5rem 0 1rem; }}
-th, td {{ border: 1px solid #d9e2ec; padding: .3rem .7rem; vertical-align: top; }}
-th {{ background: #f0f4f8; text-align: left; }} td.num {{ text-align: right; white-space: nowrap; }}
+h2 {{ border-bottom: 1px solid #d9e2ec; padding-bottom: .2rem; margin-top: 2rem; }}
+nav a {{ margin-right: 1rem; white-space: nowrap; }} .meta {{ color: #52606d; }}
+.empty {{ color: #7b8794; font-style: italic; }}
+table {{ border-collapse: collapse; font-variant-numeric: tabular-nums; margin: .5rem 0 1rem;
+  display: block; max-width: 100%; overflow-x: auto; }}
+th, td {{ border: 1px solid #d9e2ec; padding: .3rem .6rem; vertical-align: top; }}
+th {{ background: #f0f4f8; text-align: left; }}
+td.num {{ text-align: right; white-space: nowrap; }}
 tbody tr:nth-child(even) td {{ background: #f8fafc; }}
 .delta {{ color: #7b8794; font-size: .85em; margin-left: .4em; }}
 .muted {{ color: #7b8794; }}
 .note {{ background: #fffbea; border-left: 3px solid #f0b429; padding: .4rem .8rem; }}
+figure.chart {{ margin: .5rem 0 1.5rem; }}
+.legend {{ list-style: none; padding: 0; margin: 0 0 .5rem; display: flex; flex-wrap: wrap; gap: .2rem 1.1rem;
+  font-size: .9rem; }}
+.legend li {{ display: inline-flex; align-items: center; gap: .35rem; }}
+.panels {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 520px), 1fr));
+  gap: .8rem 2rem; }}
+.panels.wide {{ grid-template-columns: minmax(0, 1100px); }}
+svg.panel {{ width: 100%; max-width: 720px; height: auto; display: block; font: 12px {_FONT}; }}
+.panels.wide svg.panel {{ max-width: none; }}
+svg.panel text {{ fill: #52606d; }}
+svg.panel text.title {{ fill: #1f2933; font-weight: 600; font-size: 13px; }}
+svg.panel text.no-data {{ fill: #7b8794; font-style: italic; font-size: 14px; }}
+.chart-note {{ color: #52606d; }}
+dl.glossary {{ display: grid; grid-template-columns: minmax(8rem, max-content) minmax(0, 60rem);
+  gap: .4rem 1.2rem; }}
+dl.glossary dt {{ font-weight: 600; }} dl.glossary dd {{ margin: 0; }}
+@media (max-width: 700px) {{ dl.glossary {{ grid-template-columns: 1fr; }} }}
+@media print {{
+  @page {{ margin: 12mm; }}
+  body {{ max-width: none; padding: 0; font-size: 10pt; }}
+  nav {{ display: none; }}
+  h2, .legend, .chart-note {{ break-after: avoid; page-break-after: avoid; }}
+  table, tr, .legend, svg.panel, .note, .tradeoffs, .chart-note, dl.glossary dt, dl.glossary dd {{
+    break-inside: avoid; page-break-inside: avoid; }}
+  table {{ display: table; overflow: visible; font-size: 8.5pt; }}
+  .panels, .panels.wide {{ grid-template-columns: minmax(0, 1fr); gap: 4mm; }}
+  svg.panel {{ max-width: none; max-height: 115mm; }}
+}}
 """
 
 Metrics = Mapping[str, Any]
@@ -282,38 +314,36 @@ def _classes_table(variants: Sequence[Metrics]) -> str:
 # -- figures -------------------------------------------------------------------------------------
 
 
-def _figure(fig: go.Figure, div_id: str, height_px: int, **layout: Any) -> str:
-    """The figure as a div with a fixed id (plotly draws a random one by default) and no plotly.js."""
-    margin = {"l": 60, "r": 30, "t": 50, "b": 50}
-    fig.update_layout(template="plotly_white", height=height_px, font_family=_FONT, margin=margin)
-    fig.update_layout({"hovermode": "x unified"} | layout)
-    size = {"default_height": f"{height_px}px", "default_width": "100%"}
-    return str(fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=_CONFIG, **size))
+def time_scale(end_s: float) -> tuple[str, float]:
+    """The unit of a simulated-time axis that ends at ``end_s``: hours up to four days, then days."""
+    return ("days", 86400.0) if end_s > 96 * 3600 else ("h", 3600.0)
 
 
-def _line(xs: Sequence[float | None], ys: Sequence[float | None], name: str, **style: Any) -> go.Scatter:
-    """A stepped line (series are bin averages, CDFs step functions); ``line_*`` keywords style it."""
-    line = {"shape": "hv", "width": 1.5} | {k[5:]: style.pop(k) for k in list(style) if k.startswith("line_")}
-    return go.Scatter(x=list(xs), y=list(ys), name=name, mode="lines", line=line, **style)
+def _series_end_s(variant: Metrics) -> float:
+    """Where a variant's series end: the end of its last bin."""
+    series = variant.get("series") or {}
+    starts = [t for t in map(_num, series.get("t_s") or []) if t is not None]
+    return max(starts, default=0.0) + ((_num(series.get("bin_s")) or 0.0) if starts else 0.0)
 
 
-def _steps(series: Mapping[str, Any], values: Any) -> tuple[list[float], list[float | None]]:
-    """Bin averages against bin starts in hours, closed at the end of the last bin."""
+def _time_axis(variants: Sequence[Metrics], label: bool = True) -> tuple[Axis, float]:
+    """One simulated-time axis for every variant (the longest run sets its end), and seconds per unit."""
+    end_s = max((_series_end_s(v) for v in variants), default=0.0)
+    unit, per_s = time_scale(end_s)
+    return Axis(f"simulated time ({unit})" if label else "", hi=end_s / per_s if end_s else None), per_s
+
+
+def _steps(
+    series: Mapping[str, Any], values: Any, per_s: float = 3600.0
+) -> tuple[list[float | None], list[float | None]]:
+    """Bin averages against bin starts in units of ``per_s`` seconds, closed at the end of the last bin."""
     pairs = [(t, _num(v)) for t, v in zip(map(_num, series.get("t_s") or []), values or [], strict=False)]
-    xs, ys = [t / 3600 for t, _ in pairs if t is not None], [v for t, v in pairs if t is not None]
+    xs: list[float | None] = [t / per_s for t, _ in pairs if t is not None]
+    ys = [v for t, v in pairs if t is not None]
     if not xs:
         return [], []
-    return [*xs, xs[-1] + (_num(series.get("bin_s")) or 0.0) / 3600], [*ys, ys[-1]]
-
-
-def _no_data(fig: go.Figure, row: int, col: int) -> None:
-    """Say so in a panel of a variant that has nothing to draw, rather than leave it blank."""
-    # Placed on the page, not on the panel's axes: plotly.js leaves axes without traces unplaced.
-    panel = fig.get_subplot(row, col)
-    x, y = (sum(panel.xaxis.domain) / 2, sum(panel.yaxis.domain) / 2)
-    fig.add_annotation(
-        text="no data", showarrow=False, font_color="#7b8794", x=x, y=y, xref="paper", yref="paper"
-    )
+    end = (xs[-1] or 0.0) + (_num(series.get("bin_s")) or 0.0) / per_s
+    return [*xs, end], [*ys, ys[-1]]
 
 
 def _has_series(variants: Sequence[Metrics]) -> bool:
@@ -321,58 +351,83 @@ def _has_series(variants: Sequence[Metrics]) -> bool:
 
 
 def _titles(variants: Sequence[Metrics], *parts: str) -> list[str]:
-    """Subplot titles, one per variant and part; the variant's name only when there are several."""
+    """Panel titles, one per variant and part; the variant's name only when there are several."""
     if len(variants) == 1:
         return list(parts)
-    return [f"{escape(_name(v))} · {part}" if part else escape(_name(v)) for v in variants for part in parts]
+    return [f"{_name(v)} · {part}" if part else _name(v) for v in variants for part in parts]
 
 
 def _cohorts_figure(variants: Sequence[Metrics]) -> str:
-    """Borrowed and lent GPU-hours per cohort and per ClusterQueue in one, bars grouped by variant."""
+    """Borrowed and lent GPU-hours per cohort and per ClusterQueue, bars grouped by variant."""
     cohorts = sorted({_name(c) for v in variants for c in v.get("cohorts") or []})
     queues = sorted({_name(q) for v in variants for q in v.get("cluster_queues") or [] if q.get("cohort")})
     if not cohorts:
         return _empty("No ClusterQueue is in a cohort: nothing is borrowed or lent.")
-    widths = [len(cohorts), max(len(queues), 1)]
-    titles = ("per cohort", "per ClusterQueue")
-    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, column_widths=widths, horizontal_spacing=0.08)
-    for i, variant in enumerate(variants):
-        for col, key, names in ((1, "cohorts", cohorts), (2, "cluster_queues", queues)):
+    panels = []
+    parts = (("per cohort", "cohorts", cohorts), ("per ClusterQueue", "cluster_queues", queues))
+    for title, key, names in parts:
+        bars = []
+        for i, variant in enumerate(variants):
             items = {_name(item): item for item in variant.get(key) or []}
-            for part, pattern in (("borrowed", ""), ("lent", "/")):
+            for part in ("borrowed", "lent"):
                 ys = [_at(f"{part}_gpu_hours")(items.get(n, {})) for n in names]
-                marker = {"color": _PALETTE[i % 10], "pattern": {"shape": pattern}}
-                name, group = f"{escape(_name(variant))} · {part}", f"{i}-{part}"
-                bar = go.Bar(x=[escape(n) for n in names], y=ys, name=name, marker=marker, offsetgroup=group)
-                fig.add_trace(bar.update(legendgroup=group, showlegend=col == 1), row=1, col=col)
-    fig.update_yaxes(title_text="GPU-hours", col=1)
-    return _figure(fig, "fig-cohorts", 420, barmode="group", hovermode="closest")
+                name, colour = f"{_name(variant)} · {part}", _PALETTE[i % 10]
+                if any(y is not None for y in ys):  # a variant without cohorts has no bars to hold a slot
+                    bars.append(Series(name, [], ys, colour, "bars", light=part == "lent"))
+        panels.append(Panel(title, bars, Axis(), Axis("GPU-hours"), categories=names))
+    apart = [_name(v) for v in variants if not v.get("cohorts")]
+    note = (
+        f'<p class="chart-note">Not drawn: {escape(", ".join(apart))}, with no ClusterQueue in a cohort.</p>'
+        if apart
+        else ""
+    )
+    return note + chart("fig-cohorts", panels, height=320)
 
 
 _UTILISATION = (
-    ("gpu_allocation", "gpu allocation", "GPU allocation (share of capacity held by running pods)"),
-    ("gpu_occupancy", "gpu occupancy", "GPU occupancy (share of GPUs with a pod)"),
-    ("fragmentation", "fragmentation", "fragmentation (share of free GPUs on partly used nodes)"),
+    ("gpu_allocation", "GPU allocation (share of capacity held by running pods)"),
+    ("gpu_occupancy", "GPU occupancy (share of GPUs with a pod)"),
+    ("fragmentation", "fragmentation (share of free GPUs on partly used nodes)"),
 )
 
 
+def _occupancy_is_allocation(variants: Sequence[Metrics]) -> bool:
+    """Whether every variant's occupancy series is its allocation series, bin for bin."""
+    return all(
+        (v.get("series") or {}).get("gpu_occupancy") == (v.get("series") or {}).get("gpu_allocation")
+        for v in variants
+    )
+
+
 def _utilisation_figure(variants: Sequence[Metrics]) -> str:
-    """Allocation, occupancy and fragmentation over time, one line per variant in each panel."""
+    """Allocation, occupancy and fragmentation over time, one line per variant in each panel; one
+    panel for allocation and occupancy where they are the same series (drawing both says nothing)."""
     if not _has_series(variants):
         return _empty("No time series: nothing was simulated.")
-    titles = [title for *_, title in _UTILISATION]
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.07, subplot_titles=titles)
-    for i, variant in enumerate(variants):
-        series = variant.get("series") or {}
-        for row, (key, label, _) in enumerate(_UTILISATION, start=1):
-            name = f"{escape(_name(variant))} · {label}"
-            trace = _line(*_steps(series, series.get(key)), name, line_color=_PALETTE[i % 10])
-            fig.add_trace(trace.update(legendgroup=str(i)), row=row, col=1)
-    # Shares of the whole on a whole axis; fragmentation stays zoomed, it is rarely above a third.
-    fig.update_yaxes(tickformat=".0%", range=[0, 1.02])
-    fig.update_yaxes(autorange=True, rangemode="tozero", row=3)
-    fig.update_xaxes(title_text="simulated time (h)", row=3, col=1)
-    return _figure(fig, "fig-utilisation", 760)
+    same = _occupancy_is_allocation(variants)
+    shown = [(key, title) for key, title in _UTILISATION if not (same and key == "gpu_occupancy")]
+    time_axis, per_s = _time_axis(variants)
+    panels = []
+    for row, (key, title) in enumerate(shown, start=1):
+        lines = [
+            Series(_name(v), *_steps(series, series.get(key), per_s), _PALETTE[i % 10])
+            for i, v in enumerate(variants)
+            for series in [v.get("series") or {}]
+        ]
+        # Shares of the whole on a whole axis; fragmentation stays zoomed, it is rarely above a third.
+        y_axis = Axis(percent=True, hi=1.0)
+        x_axis = time_axis if row == len(shown) else Axis(hi=time_axis.hi)
+        if key == "fragmentation":
+            y_axis = Axis(percent=True, hi=min(1.0, nice_top(data_top(lines))))
+        panels.append(Panel(title, lines, x_axis, y_axis))
+    note = ""
+    if same:
+        note = (
+            '<p class="chart-note">GPU occupancy is not drawn: it is the same series as GPU allocation '
+            "in every variant here. The two differ only where pods hold a fraction of a GPU (MIG slices, "
+            "time-slicing); see the glossary.</p>"
+        )
+    return note + chart("fig-utilisation", panels, height=220, wide=True)
 
 
 def _team_colours(variants: Sequence[Metrics]) -> dict[str, str]:
@@ -382,67 +437,80 @@ def _team_colours(variants: Sequence[Metrics]) -> dict[str, str]:
         series = v.get("series") or {}
         names |= {*(series.get("pending") or {}), *(series.get("running_gpus") or {})}
         names |= set(v.get("wait_cdf") or {}) - {"all"}
-    return {name: _PALETTE[i % 10] for i, name in enumerate(sorted(names))}
+    return {name: _TEAM_PALETTE[i % len(_TEAM_PALETTE)] for i, name in enumerate(sorted(names))}
+
+
+def _capacity(variant: Metrics, per_s: float) -> tuple[list[float | None], list[float | None]]:
+    """GPUs in service over time: the series where the run has one (autoscaled pools), else the total."""
+    series = variant.get("series") or {}
+    if series.get("gpu_capacity"):
+        return _steps(series, series["gpu_capacity"], per_s)
+    capacity = _num(variant.get("gpus_total"))
+    xs, _ = _steps(series, series.get("t_s"), per_s)
+    return (xs, [capacity] * len(xs)) if capacity is not None else ([], [])
 
 
 def _queues_figure(variants: Sequence[Metrics]) -> str:
-    """Per variant, pending workloads per team (lines) beside the GPUs each team holds (stacked)."""
+    """Per variant, pending workloads per team (lines) beside the GPUs each team holds (stacked);
+    each column has one y range for every variant, so heights compare across variants."""
     if not _has_series(variants):
         return _empty("No time series: nothing was simulated.")
-    colours, rows = _team_colours(variants), len(variants)
-    titles = _titles(variants, "pending workloads per team", "GPUs held per team (stacked)")
-    spacing = {"horizontal_spacing": 0.07, "vertical_spacing": 0.12 / rows}
-    fig = make_subplots(rows=rows, cols=2, shared_xaxes=True, subplot_titles=titles, **spacing)
-    for row, variant in enumerate(variants, start=1):
+    colours = _team_colours(variants)
+    time_axis, per_s = _time_axis(variants)
+    pending_rows, held_rows = [], []
+    for variant in variants:
         series = variant.get("series") or {}
-        for col in (1, 2) if not series.get("t_s") else ():
-            _no_data(fig, row, col)
-        for col, key in ((1, "pending"), (2, "running_gpus")):
-            for team, values in sorted((series.get(key) or {}).items()):
-                trace = _line(*_steps(series, values), escape(team), line_color=colours.get(team))
-                stack = f"gpus-{row}" if col == 2 else None
-                trace.update(legendgroup=team, showlegend=row == 1 and col == 1, stackgroup=stack)
-                fig.add_trace(trace, row=row, col=col)
-        capacity = _num(variant.get("gpus_total"))
-        xs, _ = _steps(series, series.get("t_s"))
-        if capacity is not None and xs:
-            trace = _line(xs, [capacity] * len(xs), "GPU capacity", line_color="#52606d", line_dash="dot")
-            fig.add_trace(trace.update(legendgroup="capacity", showlegend=row == 1), row=row, col=2)
-    fig.update_xaxes(title_text="simulated time (h)", row=rows)
-    return _figure(fig, "fig-queues", 120 + 300 * rows)
+        pending_rows.append(
+            [
+                Series(team, *_steps(series, values, per_s), colours.get(team, _MUTED))
+                for team, values in sorted((series.get("pending") or {}).items())
+            ]
+        )
+        held = [
+            Series(team, *_steps(series, values, per_s), colours.get(team, _MUTED), "area")
+            for team, values in sorted((series.get("running_gpus") or {}).items())
+        ]
+        capacity = _capacity(variant, per_s)
+        if capacity[0]:
+            held.append(Series("GPU capacity", *capacity, "#1f2933", dash="4 3", width=1.4))
+        held_rows.append(held)
+    pending_top = max((data_top(row) for row in pending_rows), default=0.0)
+    held_top = max((data_top(row) for row in held_rows), default=0.0)
+    titles = _titles(variants, "pending workloads per team", "GPUs held per team (stacked)")
+    panels = []
+    for i, (pending, held) in enumerate(zip(pending_rows, held_rows, strict=True)):
+        panels.append(Panel(titles[2 * i], pending, time_axis, Axis("workloads", hi=nice_top(pending_top))))
+        panels.append(Panel(titles[2 * i + 1], held, time_axis, Axis("GPUs", hi=nice_top(held_top))))
+    return chart("fig-queues", panels, height=300)
 
 
 def _waits_figure(variants: Sequence[Metrics]) -> str:
-    """Per variant, the CDF of each team's wait and of all workloads', in one unit of time."""
+    """Per variant, the CDF of each team's wait and of all workloads', on one wait axis for all."""
     cdfs = [{k: c for k, c in (v.get("wait_cdf") or {}).items() if isinstance(c, Mapping)} for v in variants]
     waits = [w for per in cdfs for c in per.values() for w in map(_num, c.get("wait_s") or [])]
     top = max((w for w in waits if w is not None), default=None)
     if top is None:
         return _empty("No workload was admitted: there are no waits.")
     unit, per_unit = ("h", 3600.0) if top >= 7200 else ("min", 60.0) if top >= 120 else ("s", 1.0)
-    colours, cols = _team_colours(variants), min(len(variants), 3)
-    rows = math.ceil(len(variants) / cols)
-    spacing = {"horizontal_spacing": 0.05, "vertical_spacing": 0.15 / rows}
-    fig = make_subplots(
-        rows=rows, cols=cols, shared_yaxes=True, subplot_titles=_titles(variants, ""), **spacing
-    )
-    for i, per in enumerate(cdfs):
-        if not per:
-            _no_data(fig, i // cols + 1, i % cols + 1)
+    x_hi = nice_top(top / per_unit)
+    colours = _team_colours(variants)
+    panels = []
+    for title, per in zip(_titles(variants, "wait until the pods run, per team"), cdfs, strict=True):
+        lines = []
         # "all" last, drawn over the teams, thick and dark.
         for team, cdf in sorted(per.items(), key=lambda kv: (kv[0] == "all", kv[0])):
             xs = [w / per_unit if w is not None else None for w in map(_num, cdf.get("wait_s") or [])]
             ys = [_num(f) for f in cdf.get("fraction") or []]
-            style = {"line_color": "#1f2933", "line_width": 2.5} if team == "all" else {}
-            name = "all workloads" if team == "all" else escape(team)
-            trace = _line(xs, ys, name, **({"line_color": colours.get(team)} | style))
-            fig.add_trace(
-                trace.update(legendgroup=team, showlegend=i == 0), row=i // cols + 1, col=i % cols + 1
-            )
-    fig.update_yaxes(tickformat=".0%", range=[0, 1.02])
-    fig.update_yaxes(title_text="share of workloads admitted", col=1)
-    fig.update_xaxes(title_text=f"wait ({unit})", rangemode="tozero")
-    return _figure(fig, "fig-waits", 80 + 380 * rows, hovermode="closest")
+            if xs and ys:  # held at its last share to the axis' end: nobody waited longer
+                xs, ys = [*xs, x_hi], [*ys[: len(xs)], ys[min(len(xs), len(ys)) - 1]]
+            if team == "all":
+                lines.append(Series("all workloads", xs, ys, "#1f2933", width=2.6))
+            else:
+                lines.append(Series(team, xs, ys, colours.get(team, _MUTED)))
+        y_axis = Axis("share of workloads", percent=True, hi=1.0)
+        panels.append(Panel(title, lines, Axis(f"wait ({unit})", hi=x_hi), y_axis))
+    note = '<p class="chart-note">No workload waited: every curve rises at 0.</p>' if top == 0 else ""
+    return note + chart("fig-waits", panels, height=320)
 
 
 # -- document ------------------------------------------------------------------------------------
@@ -490,8 +558,57 @@ def _sections(
     )
 
 
+_GLOSSARY: tuple[tuple[str, str], ...] = (
+    (
+        "wait (until the pods run)",
+        "From submission until every pod of the workload first had a node: admitted and placed. "
+        "The wait of every table and of the wait distributions.",
+    ),
+    (
+        "time to admission (quota reservation)",
+        "From submission until Kueue first reserved quota for the workload, as Kueue's scheduler "
+        "performance checker measures it; n/a where nothing reserves quota (first come, first served). "
+        "It can be shorter than the wait: after the reservation the pods may still wait for nodes.",
+    ),
+    ("JCT", "Job completion time: from submission to the end of the workload, the wait included."),
+    ("slowdown", "JCT ÷ the workload's own run time: 1× is a workload that never waited."),
+    ("p50, p90, p99", "Quantiles: half, 90 % and 99 % of the workloads had at most this value."),
+    ("GPU-hours lost", "GPU time whose work was thrown away by evictions (since the last checkpoint)."),
+    (
+        "GPU allocation",
+        "The share of the GPU capacity held by running pods, fractions counted as fractions "
+        "(a MIG slice or a time-sliced share is part of a GPU).",
+    ),
+    (
+        "GPU occupancy",
+        "The share of GPUs with at least one pod on them, whatever part the pods hold. It equals "
+        "allocation when every pod holds whole GPUs, and is higher where fractions leave GPUs partly used.",
+    ),
+    (
+        "fragmentation",
+        "The share of the free GPUs that sit on partly used nodes: free, but out of reach of a "
+        "workload that needs whole nodes.",
+    ),
+    (
+        "borrowed, lent",
+        "GPU-hours a ClusterQueue ran above its nominal quota on its cohort's unused quota, and "
+        "GPU-hours of its own unused quota that others in the cohort ran on.",
+    ),
+    (
+        "Jain's index",
+        "Jain's fairness index over the teams of x = share of GPU-hours ÷ quota share: "
+        "(Σx)² ÷ (n·Σx²). 1 when every team got its share; 1/n when one team got everything.",
+    ),
+)
+
+
+def _glossary() -> str:
+    terms = "".join(f"<dt>{escape(term)}</dt><dd>{escape(text)}</dd>" for term, text in _GLOSSARY)
+    return f'<section id="glossary">\n<h2>Terms</h2>\n<dl class="glossary">{terms}</dl>\n</section>'
+
+
 def _document(metrics: Metrics, variants: Sequence[Metrics], body: str) -> str:
-    """The page: header, contents, sections, and plotly.js inlined once in the head."""
+    """The page: header, contents, sections and the glossary; no script."""
     scenario = escape(str(metrics.get("scenario") or "unnamed scenario"))
     described = "".join(
         f"<li><b>{escape(_name(v))}</b>{': ' if v.get('description') else ''}"
@@ -500,8 +617,6 @@ def _document(metrics: Metrics, variants: Sequence[Metrics], body: str) -> str:
     )
     noun = "variants compared" if len(variants) > 1 else "variant"
     nav = "".join(f'<a href="#{section_id}">{link}</a>' for section_id, _, link, _ in _sections(variants))
-    # plotly.js holds no "</script", but the report must not depend on that staying true.
-    plotly_js = get_plotlyjs().replace("</script", "<\\/script")
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -509,7 +624,6 @@ def _document(metrics: Metrics, variants: Sequence[Metrics], body: str) -> str:
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>gpuq simulation · {scenario}</title>
 <style>{_CSS}</style>
-<script>{plotly_js}</script>
 </head>
 <body>
 <header>
@@ -517,10 +631,11 @@ def _document(metrics: Metrics, variants: Sequence[Metrics], body: str) -> str:
 <p class="meta">seed {escape(str(metrics.get("seed")))} · {len(variants)} {noun} ·
 {escape(str(metrics.get("schema") or ""))}</p>
 <ul>{described}</ul>
-<nav>{nav}</nav>
+<nav>{nav}<a href="#glossary">Terms</a></nav>
 </header>
 <main>
 {body}
+{_glossary()}
 </main>
 </body>
 </html>

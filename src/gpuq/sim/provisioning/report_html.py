@@ -17,10 +17,18 @@ from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
-
-from gpuq.sim.report import _DASH, _PALETTE, Metrics, _empty, _figure, _fmt, _line, _name, _num, _titles
+from gpuq.sim.charts import Axis, Panel, Series, chart, data_top, nice_top
+from gpuq.sim.report import (
+    _DASH,
+    _PALETTE,
+    Metrics,
+    _empty,
+    _fmt,
+    _name,
+    _num,
+    _titles,
+    time_scale,
+)
 
 _Rows = list[tuple[str, str, Callable[[Metrics], float | None]]]
 
@@ -149,61 +157,80 @@ def cost_tables(variants: Sequence[Metrics]) -> str:
     return f"{intro}<table><thead><tr><th></th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _bins(timeline: Mapping[str, Any], values: Sequence[Any]) -> tuple[list[float], list[float | None]]:
-    """Bin values against bin starts in hours, closed at the end of the last bin."""
+def _bins(
+    timeline: Mapping[str, Any], values: Sequence[Any], per_s: float
+) -> tuple[list[float | None], list[float | None]]:
+    """Bin values against bin starts in units of ``per_s`` seconds, closed at the end of the last bin."""
     width = _num(timeline.get("bin_s")) or 0.0
     ys = [_num(v) for v in values]
     if not ys or width <= 0:
         return [], []
-    xs = [i * width / 3600 for i in range(len(ys) + 1)]
+    xs: list[float | None] = [i * width / per_s for i in range(len(ys) + 1)]
     return xs, [*ys, ys[-1]]
+
+
+def _timeline_end_s(timeline: Mapping[str, Any]) -> float:
+    """Where a timeline ends: its bin width times its longest list of bins."""
+    lengths = [len(v) for v in timeline.values() if isinstance(v, list)]
+    lengths += [len(v) for m in timeline.values() if isinstance(m, Mapping) for v in m.values()]
+    return (_num(timeline.get("bin_s")) or 0.0) * max(lengths, default=0)
+
+
+def _events(timeline: Mapping[str, Any], per_s: float) -> list[Series]:
+    """Fallbacks and spot interruptions per bin, as bars across their bin."""
+    width = (_num(timeline.get("bin_s")) or 0.0) / per_s
+    bars = []
+    for key, label, colour in (
+        ("fallbacks", "fallbacks", "#f28e2b"),
+        ("spot_interruptions", "spot interruptions", "#b07aa1"),
+    ):
+        counts: list[float | None] = [_num(c) or 0.0 for c in timeline.get(key) or []]
+        if any(counts):
+            xs: list[float | None] = [(i + 0.5) * width for i in range(len(counts))]
+            bars.append(Series(label, xs, counts, colour, "bars", bar_width=width))
+    return bars
 
 
 def timeline_figure(variants: Sequence[Metrics]) -> str:
     """Per variant: nodes per pool (stacked) | nodes per capacity type, requests waiting, and the
-    fallbacks and spot interruptions of each bin (bars)."""
+    fallbacks and spot interruptions of each bin (bars); one time axis and, per column, one y
+    range for every variant."""
     shown = [v for v in variants if (v.get("provisioning") or {}).get("timeline")]
     if not shown:
         return _empty("No variant simulates provisioning: no timeline.")
-    rows = len(shown)
-    titles = _titles(shown, "nodes in service per pool (stacked)", "capacity types, requests and events")
-    spacing = {"horizontal_spacing": 0.07, "vertical_spacing": 0.12 / rows}
-    fig = make_subplots(rows=rows, cols=2, shared_xaxes=True, subplot_titles=titles, **spacing)
+    end_s = max(_timeline_end_s(v["provisioning"]["timeline"]) for v in shown)
+    unit, per_s = time_scale(end_s)
+    time_axis = Axis(f"simulated time ({unit})", hi=end_s / per_s if end_s else None)
     pools = _keys(shown, "provisioning", "timeline", "nodes_by_pool")
     colours = {name: _PALETTE[i % 10] for i, name in enumerate(pools)}
     kinds = _keys(shown, "provisioning", "timeline", "nodes_by_capacity_type")
-    dashes = ("solid", "dash", "dot", "dashdot", "longdash")
-    for row, variant in enumerate(shown, start=1):
+    dashes = ("", "6 3", "2 2", "6 2 2 2", "10 3")
+    rows = []
+    for variant in shown:
         timeline = variant["provisioning"]["timeline"]
-        first = row == 1
-        for pool, values in sorted((timeline.get("nodes_by_pool") or {}).items()):
-            trace = _line(*_bins(timeline, values), escape(pool), line_color=colours.get(pool))
-            fig.add_trace(
-                trace.update(legendgroup=f"pool-{pool}", showlegend=first, stackgroup=f"p{row}"),
-                row=row,
-                col=1,
+        stacked = [
+            Series(pool, *_bins(timeline, values, per_s), colours.get(pool, "#52606d"), "area")
+            for pool, values in sorted((timeline.get("nodes_by_pool") or {}).items())
+        ]
+        lines = [
+            Series(
+                f"nodes · {kind}",
+                *_bins(timeline, values, per_s),
+                "#1f2933",
+                dash=dashes[kinds.index(kind) % 5],
             )
-        for kind, values in sorted((timeline.get("nodes_by_capacity_type") or {}).items()):
-            dash = dashes[kinds.index(kind) % len(dashes)]
-            xs, ys = _bins(timeline, values)
-            trace = _line(xs, ys, f"nodes · {escape(kind)}", line_color="#1f2933", line_dash=dash)
-            fig.add_trace(trace.update(legendgroup=f"kind-{kind}", showlegend=first), row=row, col=2)
+            for kind, values in sorted((timeline.get("nodes_by_capacity_type") or {}).items())
+        ]
         waiting = timeline.get("requests_waiting") or []
         if any(_num(v) for v in waiting):
-            trace = _line(*_bins(timeline, waiting), "requests waiting", line_color="#e15759")
-            fig.add_trace(trace.update(legendgroup="waiting", showlegend=True), row=row, col=2)
-        width = (_num(timeline.get("bin_s")) or 0.0) / 3600
-        for key, label, colour in (
-            ("fallbacks", "fallbacks", "#f28e2b"),
-            ("spot_interruptions", "spot interruptions", "#b07aa1"),
-        ):
-            counts = [_num(c) or 0.0 for c in timeline.get(key) or []]
-            if not any(counts):
-                continue
-            xs = [(i + 0.5) * width for i in range(len(counts))]
-            bar = go.Bar(x=xs, y=counts, name=label, marker_color=colour, width=width, opacity=0.7)
-            fig.add_trace(bar.update(legendgroup=key, showlegend=True), row=row, col=2)
-    fig.update_yaxes(title_text="nodes", col=1)
-    fig.update_yaxes(title_text="nodes / requests / events", col=2)
-    fig.update_xaxes(title_text="simulated time (h)", row=rows)
-    return _figure(fig, "fig-provisioning", 120 + 300 * rows, barmode="overlay")
+            lines.append(Series("requests waiting", *_bins(timeline, waiting, per_s), "#e15759"))
+        rows.append((stacked, lines + _events(timeline, per_s)))
+    left_top = nice_top(max((data_top(left) for left, _ in rows), default=0.0))
+    right_top = nice_top(max((data_top(right) for _, right in rows), default=0.0))
+    titles = _titles(shown, "nodes in service per pool (stacked)", "capacity types, requests and events")
+    panels = []
+    for i, (left, right) in enumerate(rows):
+        panels.append(Panel(titles[2 * i], left, time_axis, Axis("nodes", hi=left_top)))
+        right_axis = Axis("nodes / requests / events", hi=right_top)
+        panels.append(Panel(titles[2 * i + 1], right, time_axis, right_axis))
+    return chart("fig-provisioning", panels, height=300)
