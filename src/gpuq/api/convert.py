@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 from gpuq.api import dra, kueue
+from gpuq.api.deadlines import deadline_of
 from gpuq.api.diagnostics import Manifest
 from gpuq.api.pods import effective_pod_requests
 from gpuq.api.topology_requests import topology_request
@@ -296,6 +297,7 @@ def workload(
         admission_checks={c.name: core.CheckState(c.state) for c in status.admission_checks},
         requeue_at=status.requeue_state.requeue_at if status.requeue_state else None,
         inadmissible=charges.problem[1] if charges.problem else "",
+        deadline=deadline_of(meta.annotations, meta.creation_timestamp or 0.0),
     )
 
 

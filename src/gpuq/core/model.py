@@ -305,6 +305,9 @@ class Workload:
     inadmissible: str = ""
     """Why the workload can never be queued as it is (Kueue's workload reconciler keeps it
     pending with this message: a DRA claim it cannot resolve); empty when it can."""
+    deadline: float | None = None
+    """When its owner needs it finished, on the clock of ``creation_time`` (the ``gpuq.dev/deadline``
+    annotations): reported as met or missed, never used to order or admit."""
 
     @property
     def key(self) -> str:
