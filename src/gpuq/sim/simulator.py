@@ -131,6 +131,7 @@ class SimRun:
     preempted_by: list[str] = field(default_factory=list)  # the preemptor of each preemption, in order
     behind: str = ""  # the workload at the head of its ClusterQueue, waiting, when it arrived
     requeued_wait_s: float = 0.0  # seconds pending after evictions, until its pods were bound again
+    bound_times: list[float] = field(default_factory=list)  # each time every pod got a node
     pending_since: float | None = None  # evicted and waiting again since
     priced: dict[str, float] = field(default_factory=dict)  # node -> price per hour its pods hold now
     held: bool = False  # holds quota, an admission check the provisioning hooks own is not Ready yet
@@ -572,6 +573,7 @@ class Simulation:
         self.recorder.team_pending(now, run.job.team, -1)
         if run.first_bound is None:
             run.first_bound = now
+        run.bound_times.append(now)
         if run.pending_since is not None:
             run.requeued_wait_s += now - run.pending_since
             run.pending_since = None

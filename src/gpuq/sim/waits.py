@@ -8,7 +8,10 @@ eviction's message, an admission check's), never guessed afterwards. A wait is t
 1. the stretch before its first message is spent behind the head of its ClusterQueue that was
    waiting when it arrived (``behind``; a StrictFIFO head blocks everything after it), or just
    queued (``queued``) when no head was waiting;
-2. each message covers the time from when it began to the next one (or the end of the wait);
+2. each message covers the time from when it began to the next one, or to when its pods were next
+   bound (a wait counts until its pods first ran and, after each eviction, until they ran again);
+   after an eviction, the messages until its pods are bound again count for the eviction (a
+   preempted workload waits because it was preempted, whatever quota message follows);
 3. a message is sorted into a kind: ``quota`` (the flavors and resources it lacked), ``topology``
    (no domain fits), ``provisioning`` (an admission check such as a ProvisioningRequest is not
    Ready), ``no-node`` (quota reserved, no node has room yet), ``preempting`` (its victims are
@@ -20,6 +23,7 @@ eviction's message, an admission check's), never guessed afterwards. A wait is t
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +35,7 @@ TOP_WAITS = 15
 NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 MAX_MESSAGES = 12
 _QUOTA = re.compile(r"insufficient (?:unused )?quota for (\S+) in flavor ([^,\s;]+)")
+_EVICTED = frozenset({"preempted", "evicted"})
 _EVICTION_REASONS = frozenset({"PodsReadyTimeout", "Evicted", "NodeFailures", "Retrying"})
 
 
@@ -83,28 +88,47 @@ def waited_s(run: SimRun, end_s: float) -> tuple[float, bool] | None:
     return max(stop - max(created, 0.0), 0.0), run.ended is None
 
 
-def stretches(run: SimRun, until_s: float) -> list[tuple[float, float, Cause]]:
-    """``(start, seconds, cause)`` of each stretch of the wait up to ``until_s`` (steps 1 and 2)."""
+def pending_s(run: SimRun, end_s: float) -> float:
+    """Every simulated second it spent pending: until its pods first ran, and after each eviction
+    (a workload of an initial state that waited before time 0 did so outside the run)."""
+    waited = waited_s(run, end_s)
+    if waited is None:
+        return 0.0
+    before_zero = max(-run.job.workload.creation_time, 0.0)
+    return max(waited[0] - before_zero, 0.0) + run.requeued_wait_s
+
+
+def stretches(run: SimRun, end_s: float) -> list[tuple[float, float, Cause]]:
+    """``(start, seconds, cause)`` of each stretch it waited (steps 1 and 2): a message lasts until
+    the next one or until its pods were next bound, the last one at most until the run's end."""
     created = max(run.job.workload.creation_time, 0.0)
-    entries = [(at, reason, message) for at, reason, message in run.waits if at < until_s]
+    stop_s = run.ended if run.ended is not None else end_s
+    bound = run.bound_times
+    first_bound = bound[0] if bound else stop_s
+    entries = run.waits
     out: list[tuple[float, float, Cause]] = []
-    first = entries[0][0] if entries else until_s
+    first = min(entries[0][0], first_bound) if entries else first_bound
     if first > created:
         head = f"behind {run.behind}, the head of its ClusterQueue" if run.behind else ""
         out.append((created, first - created, Cause("behind" if head else "queued", head or "queued")))
+    evicted: tuple[Cause, float] | None = None  # the eviction it waits after, until bound again
     for index, (at, reason, message) in enumerate(entries):
-        stop = entries[index + 1][0] if index + 1 < len(entries) else until_s
-        out.append((at, max(stop - at, 0.0), classify(reason, message)))
+        following = entries[index + 1][0] if index + 1 < len(entries) else stop_s
+        next_bound = bound[i] if (i := bisect_left(bound, at)) < len(bound) else stop_s
+        cause = classify(reason, message)
+        if cause.kind in _EVICTED:
+            evicted = (cause, next_bound)
+        elif evicted is not None and at < evicted[1]:
+            cause = evicted[0]
+        out.append((at, max(min(following, next_bound, stop_s) - at, 0.0), cause))
     return out
 
 
 def cause_of(run: SimRun, end_s: float) -> Cause | None:
-    """The longest stretch's cause (step 4); None when the workload did not wait."""
-    waited = waited_s(run, end_s)
-    if waited is None or waited[0] <= 0:
+    """The longest stretch's cause (step 4); None when the workload never waited."""
+    if pending_s(run, end_s) <= 0:
         return None
-    created = max(run.job.workload.creation_time, 0.0)
-    parts = [s for s in stretches(run, created + waited[0]) if s[1] > 0]
+    parts = [s for s in stretches(run, end_s) if s[1] > 0]
     if not parts:
         return None
     return max(parts, key=lambda s: (s[1], -s[0]))[2]
@@ -120,26 +144,26 @@ def reason_text(run: SimRun, end_s: float) -> str:
 def wait_table(
     runs: Iterable[SimRun], end_s: float, class_of: Callable[[str], str], top: int = TOP_WAITS
 ) -> dict[str, Any]:
-    """The ``waits`` block: how many waited, per cause kind, and the ``top`` longest waits, each
-    with its cause and the distinct messages it held, in order, with when each began."""
-    waited = [(w, run) for run in runs if (w := waited_s(run, end_s)) is not None and w[0] > 0]
+    """The ``waits`` block: how many waited, per cause kind, and the ``top`` that were pending
+    longest (until their pods first ran, and after evictions), each with its cause and the
+    distinct messages it held, in order, with when each began after submission."""
+    waited = [(p, run) for run in runs if (p := pending_s(run, end_s)) > 0]
     by_kind: dict[str, int] = {}
     for _, run in waited:
         cause = cause_of(run, end_s)
         if cause is not None:
             by_kind[cause.kind] = by_kind.get(cause.kind, 0) + 1
-    waited.sort(key=lambda item: (-item[0][0], item[1].job.key))
+    waited.sort(key=lambda item: (-item[0], item[1].job.key))
     return {
         "waited": len(waited),
         "by_cause": dict(sorted(by_kind.items())),
-        "longest": [_row(run, wait_s, still, end_s, class_of) for (wait_s, still), run in waited[:top]],
+        "longest": [_row(run, end_s, class_of) for _, run in waited[:top]],
     }
 
 
-def _row(
-    run: SimRun, wait_s: float, still: bool, end_s: float, class_of: Callable[[str], str]
-) -> dict[str, Any]:
+def _row(run: SimRun, end_s: float, class_of: Callable[[str], str]) -> dict[str, Any]:
     workload = run.job.workload
+    wait_s, still = waited_s(run, end_s) or (0.0, False)
     cause = cause_of(run, end_s)
     created = workload.creation_time
     distinct: dict[str, tuple[float, str]] = {}
@@ -209,5 +233,5 @@ def _verdict(run: SimRun, end_s: float) -> tuple[str, float]:
 
 
 def _r(value: float) -> float:
-    rounded = round(value, 6)
+    rounded = round(float(value), 6)
     return 0.0 if rounded == 0 else rounded
