@@ -35,6 +35,12 @@ CAUSES = {
 }
 
 
+_LIST = ' style="margin: 0; padding-left: 1.1em"'  # a list inside a table cell, without the page's margins
+
+
+_MESSAGES_HEAD = '<span style="display: inline-block; min-width: 26em">pending messages</span>'
+
+
 def _table(head: Sequence[str], rows: Sequence[str]) -> str:
     cells = "".join(f"<th>{h}</th>" for h in head)
     return f"<table><thead><tr>{cells}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
@@ -69,7 +75,7 @@ def _variant_waits(variants: Sequence[Metrics], variant: Metrics) -> str:
         f"<p>{waited} workload{'s' if waited != 1 else ''} waited for their pods to run; by the cause "
         f"that held longest: {told}. The {len(longest)} longest waits:</p>"
     )
-    head = ("workload", "team", "class", "wait", "why it waited", "preempted by", "pending messages")
+    head = ("workload", "team", "class", "wait", "why it waited", "preempted by", _MESSAGES_HEAD)
     return heading + intro + _table(head, [_wait_row(r) for r in longest])
 
 
@@ -77,16 +83,16 @@ def _wait_row(row: Mapping[str, Any]) -> str:
     wait = _num(row.get("wait_s"))
     shown = _duration(wait) if wait is not None else _DASH
     if row.get("still_waiting"):
-        shown += ' <span class="muted">still waiting at the end</span>'
+        shown += '<br><span class="muted">still waiting at the end</span>'
     requeued = _num(row.get("requeued_wait_s"))
     if requeued:
-        shown += f' <span class="muted">+ {_duration(requeued)} after evictions</span>'
+        shown += f'<br><span class="muted">+ {_duration(requeued)} after evictions</span>'
     by = ", ".join(escape(str(b)) for b in row.get("preempted_by") or []) or _DASH
     cells = [
         f"<td>{escape(str(row.get('workload') or '?'))}</td>",
         f"<td>{escape(str(row.get('team') or ''))}</td>",
         f"<td>{escape(str(row.get('class') or ''))}</td>",
-        f'<td class="num">{shown}</td>',
+        f'<td class="num" style="white-space: normal; min-width: 6em">{shown}</td>',
         f"<td>{escape(str(row.get('reason') or _DASH))}</td>",
         f"<td>{by}</td>",
         f"<td>{_messages(row)}</td>",
@@ -107,9 +113,9 @@ def _messages(row: Mapping[str, Any]) -> str:
     total = int(_num(row.get("messages_total")) or len(messages))
     more = f'<li class="muted">{total - len(messages)} more</li>' if total > len(messages) else ""
     if len(items) == 1:
-        return f"<ul>{items[0]}</ul>"
-    folded = f"<details><summary>{total} messages</summary><ol>{''.join(items)}{more}</ol></details>"
-    return f"<ul>{items[0]}</ul>{folded}"
+        return f"<ul{_LIST}>{items[0]}</ul>"
+    folded = f"<details><summary>{total} messages</summary><ol{_LIST}>{''.join(items)}{more}</ol></details>"
+    return f"<ul{_LIST}>{items[0]}</ul>{folded}"
 
 
 # -- deadlines -----------------------------------------------------------------------------------
