@@ -226,10 +226,14 @@ class Recorder:
 
     def pods_priced(self, now: float, team: str, per_node: Mapping[str, float], sign: int) -> None:
         """Pods of ``team`` started (+1) or stopped (-1) holding GPUs priced ``per_node`` per hour."""
-        for node, rate in sorted(per_node.items()):
+        total = 0.0
+        for node, rate in per_node.items():  # in binding order: deterministic
             self.cost_groups[self._group_of[node]].used_rate.add(now, sign * rate)
-        total = sum(rate for _, rate in sorted(per_node.items()))
-        self.team_used_rate.setdefault(team, StepSeries()).add(now, sign * total)
+            total += rate
+        series = self.team_used_rate.get(team)
+        if series is None:
+            series = self.team_used_rate[team] = StepSeries()
+        series.add(now, sign * total)
 
     def price_per_gpu_hour(self, node: str) -> float:
         gpus = self._gpus.get(node, 0)
