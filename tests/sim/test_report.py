@@ -251,7 +251,8 @@ def test_without_prices_costs_say_so_and_point_to_the_catalogue() -> None:
     unpriced = {"name": "a", "cost": {"currency": "USD", "priced": False, "used": 0.0, "total": 0.0}}
     page = render_report({"scenario": "s", "seed": 1, "variants": [unpriced]})
     summary = page[page.index('<section id="summary">') : page.index('<section id="teams">')]
-    assert summary.count(">no prices set</span>") == 3 and "0.00 USD" not in summary
+    # cost used, idle and total over the arrival window, and the drain's total
+    assert summary.count(">no prices set</span>") == 4 and "0.00 USD" not in summary
     assert "docs/provisioning.md#prices" in summary
     priced = {"name": "b", "cost": {"currency": "USD", "priced": True, "used": 1.0, "total": 2.0}}
     page = render_report({"scenario": "s", "seed": 1, "variants": [priced]})

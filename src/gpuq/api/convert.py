@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 from gpuq.api import dra, kueue, workload_gates
+from gpuq.api.deadlines import deadline_of
 from gpuq.api.diagnostics import Manifest
 from gpuq.api.pods import effective_pod_requests
 from gpuq.api.topology_requests import topology_request
@@ -329,6 +330,7 @@ def workload(
         min_runtime_s=workload_gates.min_runtime_s(annotations.get(workload_gates.MIN_RUNTIME)) or 0.0,
         maximum_execution_s=wl.spec.maximum_execution_time_seconds,
         past_execution_s=status.accumulated_past_execution_time_seconds or 0,
+        deadline=deadline_of(meta.annotations, meta.creation_timestamp or 0.0),
     )
 
 

@@ -96,6 +96,7 @@ class TeamArrivals(Strict):
     duration: DistributionField
     checkpoint_interval: PositiveSeconds | None = None
     checkpoint_cost: Seconds = 0.0  # the run pauses this long for each checkpoint it writes
+    deadline_after: PositiveSeconds | None = None  # each must be finished this long after submission
     gpu_model: str | None = None
     name_prefix: str | None = None
     tolerations: list[kueue.Toleration] = Field(default_factory=list)

@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from gpuq.api import dra, dra_checks, kueue, machines, topology_requests, workload_gates
+from gpuq.api.deadlines import deadline_problems
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest
 from gpuq.api.names import (
     Findings,
@@ -114,6 +115,8 @@ def _metadata_problems(manifest: Manifest) -> Findings:
     if manifest.namespace and (problem := dns_label_problem(manifest.namespace)):
         yield ("metadata", "namespace"), f"invalid namespace {manifest.namespace!r}: {problem}"
     yield from label_problems(meta.labels, ("metadata", "labels"))
+    if isinstance(manifest.model, kueue.Workload):
+        yield from deadline_problems(meta.annotations)
 
 
 def _name_rule(model: Any) -> Callable[[str], str | None]:

@@ -153,7 +153,9 @@ def simulate(
             metrics["cost_attribution"] = provisioning_report.cost_metrics(provisioner, result)
         variants.append(metrics)
         csv_parts.append(
-            workloads_csv(result.runs.values(), variant_plan.name if len(plan.variants) > 1 else None)
+            workloads_csv(
+                result.runs.values(), variant_plan.name if len(plan.variants) > 1 else None, result.span_s
+            )
         )
         if not quiet:  # wall-clock figures: here, never in metrics.json (byte-identical from run to run)
             decisions = (
@@ -253,7 +255,7 @@ def _report_bad_rows(bad: list[BadRow], rows: int, prefix: str = "") -> None:
 
 
 def _print_summary(plan: ScenarioPlan, variants: list[dict[str, Any]]) -> None:
-    from gpuq.sim.metrics import series_mean
+    from gpuq.sim.metrics import headline_cost, headline_mean
     from gpuq.sim.report import PRICES_HINT, priced
     from gpuq.sim.tradeoffs import trade_offs
 
@@ -283,7 +285,8 @@ def _print_summary(plan: ScenarioPlan, variants: list[dict[str, Any]]) -> None:
             "preemptions / lost GPU-hours",
             lambda v: f"{v['workloads']['preemptions']} / {v['overall']['lost_gpu_hours']:.1f}",
         ),
-        ("GPU allocation (mean)", lambda v: _pct(series_mean(v, "gpu_allocation"))),
+        ("arrival window", lambda v: _window(v, "arrival")),
+        ("GPU allocation (mean)", lambda v: _pct(headline_mean(v, "gpu_allocation"))),
         (
             "fairness (Jain)",
             lambda v: "-" if v["fairness"]["jain"] is None else f"{v['fairness']['jain']:.3f}",
@@ -291,11 +294,14 @@ def _print_summary(plan: ScenarioPlan, variants: list[dict[str, Any]]) -> None:
         (
             "cost used / total",
             lambda v: (
-                f"{v['cost']['used']:,.0f} / {v['cost']['total']:,.0f} {v['cost']['currency']}"
+                f"{headline_cost(v, 'used') or 0:,.0f} / {headline_cost(v, 'total') or 0:,.0f} "
+                f"{v['cost']['currency']}"
                 if priced(v)
                 else "no prices set"
             ),
         ),
+        ("drain after the last arrival", lambda v: _window(v, "drain")),
+        ("drain: GPU allocation / cost", lambda v: _drain(v, priced(v))),
     ]
     for label, get in rows:
         table.add_row(label, *(get(v) for v in variants))
@@ -323,7 +329,12 @@ def _print_summary(plan: ScenarioPlan, variants: list[dict[str, Any]]) -> None:
     out.print(teams)
     if not any(priced(v) for v in variants):
         out.print(PRICES_HINT, style="dim", highlight=False, markup=False, soft_wrap=True)
-    allocation = [series_mean(v, "gpu_allocation") for v in variants]
+    out.print(
+        "Means and cost are over the arrival window (first to last arrival); the drain is apart.",
+        style="dim",
+        highlight=False,
+    )
+    allocation = [headline_mean(v, "gpu_allocation") for v in variants]
     for sentence in trade_offs(variants, allocation):
         out.print(sentence, highlight=False, markup=False, soft_wrap=True)
     if any(v.get("serving") for v in variants):
@@ -361,6 +372,24 @@ def _print_serving(variants: list[dict[str, Any]]) -> None:
         for label, kind, path in SERVING_ROWS:
             table.add_row(f"  {label}", *(serving_cell(e, kind, path) for e in entries))
     out.print(table)
+
+
+def _window(variant: dict[str, Any], part: str) -> str:
+    """``9.2m → 11.8h``: a part of the run (:mod:`gpuq.sim.windows`), in time since its start."""
+    block = (variant.get("windows") or {}).get(part) or {}
+    if block.get("start_s") is None:
+        return "-"
+    return f"{_human(block['start_s'])} → {_human(block['end_s'])}"
+
+
+def _drain(variant: dict[str, Any], priced: bool) -> str:
+    from gpuq.sim.metrics import headline_cost, headline_mean
+
+    allocation = _pct(headline_mean(variant, "gpu_allocation", "drain"))
+    cost = headline_cost(variant, "total", "drain")
+    money = "-" if cost is None else f"{cost:,.0f} {variant['cost']['currency']}"
+    money = money if priced else "no prices set"
+    return f"{allocation} / {money}"
 
 
 def _pct(value: float | None) -> str:

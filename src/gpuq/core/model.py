@@ -320,6 +320,9 @@ class Workload:
     admission_gated_by: str = ""
     """The controllers that gate its admission (``kueue.x-k8s.io/admission-gated-by``): while set, the
     workload is not queued and stays pending with "Admission is gated by: ..."."""
+    deadline: float | None = None
+    """When its owner needs it finished, on the clock of ``creation_time`` (the ``gpuq.dev/deadline``
+    annotations): reported as met or missed, never used to order or admit."""
 
     @property
     def key(self) -> str:

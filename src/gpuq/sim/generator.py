@@ -80,6 +80,7 @@ def _team_jobs(team: TeamArrivals, horizon: float, rng: random.Random) -> list[T
                 checkpoint_s=team.checkpoint_interval,
                 checkpoint_cost_s=team.checkpoint_cost,
                 tolerations=tolerations,
+                deadline_s=round(time, 3) + team.deadline_after if team.deadline_after else None,
             )
         )
 

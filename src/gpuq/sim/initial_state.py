@@ -245,6 +245,7 @@ def _relative(workload: Workload, at_s: float) -> Workload:
         creation_time=workload.creation_time - at_s,
         quota_reserved_time=reserved - at_s if reserved is not None else None,
         requeue_at=None,
+        deadline=workload.deadline - at_s if workload.deadline is not None else None,
     )
 
 

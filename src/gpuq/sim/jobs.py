@@ -91,6 +91,7 @@ def to_sim_jobs(
             priority=priority,
             creation_time=job.submit_s,
             uid=f"{job.source_line:09d}",
+            deadline=job.deadline_s,
         )
         gpus = sum(ps.count * _gpu_milli(ps) for ps in pod_sets) / 1000
         converted.append(

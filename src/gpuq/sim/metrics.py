@@ -18,6 +18,8 @@ from gpuq.core.model import ClusterConfig
 from gpuq.sim.recorder import Recorder, nominal_gpus
 from gpuq.sim.series import StepSeries, binned, ratio
 from gpuq.sim.simulator import SimResult, SimRun
+from gpuq.sim.waits import deadline_table, reason_text, wait_table
+from gpuq.sim.windows import window_metrics
 
 SCHEMA = "gpuq.dev/v1alpha1/SimulationMetrics"
 CDF_POINTS = 101
@@ -137,6 +139,8 @@ def variant_metrics(
     total_cost = recorder.node_cost_rate.integral(span) / 3600 if span > 0 else 0.0
     used_cost = math.fsum(r.cost for r in runs)
     extra = {"checkpoints": checkpoint_metrics(runs)} if any(r.job.checkpoint_cost_s for r in runs) else {}
+    if (deadlines := deadline_table(runs, span)) is not None:
+        extra["deadlines"] = deadlines
     return {
         "name": name,
         "description": description,
@@ -163,6 +167,8 @@ def variant_metrics(
         "classes": workload_classes(runs, quota=kueue),
         "series": series(recorder, span, bins),
         "wait_cdf": wait_cdfs(by_team, runs),
+        "waits": wait_table(runs, span, workload_class),
+        "windows": window_metrics(runs, recorder, span),
         **extra,
     }
 
@@ -212,6 +218,27 @@ def series_mean(variant: Mapping[str, Any], key: str) -> float | None:
     weighted = [(max(0.0, min(bin_s, end_s - t)), v) for t, v in pairs if t is not None and v is not None]
     total = math.fsum(w for w, _ in weighted)
     return math.fsum(w * v for w, v in weighted) / total if total > 0 else None
+
+
+def headline_mean(variant: Mapping[str, Any], key: str, part: str = "arrival") -> float | None:
+    """A 0..1 mean as the headline shows it: over the arrival window (``part``: ``drain``, after the
+    last arrival), from the ``windows`` block; metrics without one fall back to the whole span's
+    :func:`series_mean`, ``None`` for the drain."""
+    windows = variant.get("windows")
+    if not isinstance(windows, Mapping):
+        return series_mean(variant, key) if part == "arrival" else None
+    if variant.get("gpus_total") == 0 and key in GPU_SERIES:
+        return None
+    return finite_number((windows.get(part) or {}).get(key))
+
+
+def headline_cost(variant: Mapping[str, Any], key: str, part: str = "arrival") -> float | None:
+    """``total``, ``used`` or ``idle`` cost over the arrival window (or the drain); the whole span's
+    ``cost`` block where the metrics have no ``windows`` (``None`` for the drain)."""
+    windows = variant.get("windows")
+    if not isinstance(windows, Mapping):
+        return finite_number((variant.get("cost") or {}).get(key)) if part == "arrival" else None
+    return finite_number(((windows.get(part) or {}).get("cost") or {}).get(key))
 
 
 def finite_number(value: Any) -> float | None:
@@ -362,8 +389,10 @@ WORKLOAD_COLUMNS = (
 )
 
 
-def workloads_csv(runs: Iterable[SimRun], variant: str | None = None) -> str:
-    """One row per workload, in submission order."""
+def workloads_csv(runs: Iterable[SimRun], variant: str | None = None, end_s: float = math.inf) -> str:
+    """One row per workload, in submission order; ``reason`` says why each that waited waited (its
+    longest recorded cause, :func:`gpuq.sim.waits.cause_of`), then its last eviction or end;
+    ``end_s`` is the end of the run (the wait of one still waiting)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow([*(["variant"] if variant is not None else []), *WORKLOAD_COLUMNS])
@@ -390,7 +419,7 @@ def workloads_csv(runs: Iterable[SimRun], variant: str | None = None) -> str:
             _num(run.gpu_s / 3600),
             _num(run.lost_gpu_s / 3600),
             _num(run.cost),
-            run.reason,
+            reason_text(run, end_s),
         ]
         writer.writerow(([variant] if variant is not None else []) + row)
     return buffer.getvalue()

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from gpuq.core.model import ClusterConfig, ResourceGroup
-from gpuq.core.nodes import GPU, GPU_MILLI, is_device_resource
+from gpuq.core.model import ClusterConfig, ResourceFlavor, ResourceGroup
+from gpuq.core.nodes import GPU, GPU_MILLI, Node, is_device_resource
 from gpuq.core.placement.capacity import NodeCapacity
 from gpuq.core.quota import FlavorResource
 from gpuq.sim.series import StepSeries
@@ -43,6 +43,39 @@ def node_gpu_state(capacity: NodeCapacity) -> tuple[float, int]:
             free += capacity.free.get(name, 0)
     share = node.gpu_count * (total - free) / total if total else 0.0
     return share, min(node.gpu_count, -int(-share // 1))
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class CostGroup:
+    """Nodes priced and reported together: the ResourceFlavor they match, their pool, capacity type
+    (reserved, on-demand, spot) and GPU model; "" where a node has none."""
+
+    flavor: str = ""
+    pool: str = ""
+    capacity_type: str = ""
+    gpu_model: str = ""
+
+
+def flavor_of(node: Node, flavors: Mapping[str, ResourceFlavor]) -> str:
+    """The ResourceFlavor whose node labels ``node`` carries; the most specific (most labels) when
+    several do, then the first by name; "" when none does."""
+    matching = [
+        (-len(f.node_labels), name)
+        for name, f in flavors.items()
+        if all(node.labels.get(k) == v for k, v in f.node_labels.items())
+    ]
+    return min(matching)[1] if matching else ""
+
+
+@dataclass(slots=True)
+class CostSeries:
+    """One cost group's nodes over time: price per hour of those in service (paid), price per hour
+    of the GPU share pods hold (used), GPUs in service and GPU share held."""
+
+    paid_rate: StepSeries = field(default_factory=StepSeries)
+    used_rate: StepSeries = field(default_factory=StepSeries)
+    gpus: StepSeries = field(default_factory=StepSeries)
+    allocated: StepSeries = field(default_factory=StepSeries)
 
 
 @dataclass(slots=True)
@@ -109,6 +142,11 @@ class Recorder:
         self._nodes: dict[str, tuple[float, int]] = {}
         self._gpus: dict[str, int] = {}
         self._prices: dict[str, float] = {}
+        self._flavors = config.flavors
+        self._group_of: dict[str, CostGroup] = {}
+        self.cost_groups: dict[CostGroup, CostSeries] = {}
+        """Per group of nodes, what they cost and what of it pods used (the cost table's rows)."""
+        self.team_used_rate: dict[str, StepSeries] = {}  # team -> price per hour of the GPUs it holds
         self.priced = False  # some node came with a price: without, every cost is "no prices set"
         self.watch: Callable[[float, str, NodeCapacity | None], None] | None = None
         """Told of every node that comes up, changes (``capacity``) or goes down (None): the
@@ -139,6 +177,9 @@ class Recorder:
         self._nodes[name] = (0.0, 0)
         self.capacity.add(now, capacity.node.gpu_count)
         self.node_cost_rate.add(now, price_per_hour)
+        group = self._cost_series(capacity.node)
+        group.paid_rate.add(now, price_per_hour)
+        group.gpus.add(now, capacity.node.gpu_count)
         self.node_changed(now, capacity)
 
     def node_down(self, now: float, name: str) -> None:
@@ -146,9 +187,12 @@ class Recorder:
         if self.watch is not None:
             self.watch(now, name, None)
         gpus = self._gpus[name]
-        self._shift(now, gpus, used, busy, -1)
+        self._shift(now, name, gpus, used, busy, -1)
         self.capacity.add(now, -gpus)
         self.node_cost_rate.add(now, -self._prices[name])
+        group = self.cost_groups[self._group_of[name]]
+        group.paid_rate.add(now, -self._prices[name])
+        group.gpus.add(now, -gpus)
 
     def node_changed(self, now: float, capacity: NodeCapacity) -> None:
         name = capacity.node.name
@@ -161,15 +205,35 @@ class Recorder:
         if new == old:
             return
         gpus = self._gpus[name]
-        self._shift(now, gpus, *old, -1)
-        self._shift(now, gpus, *new, 1)
+        self._shift(now, name, gpus, *old, -1)
+        self._shift(now, name, gpus, *new, 1)
         self._nodes[name] = new
 
-    def _shift(self, now: float, gpus: int, used: float, busy: int, sign: int) -> None:
+    def _shift(self, now: float, name: str, gpus: int, used: float, busy: int, sign: int) -> None:
         self.allocated.add(now, sign * used)
+        self.cost_groups[self._group_of[name]].allocated.add(now, sign * used)
         self.occupied.add(now, sign * busy)
         if used > 0:
             self.fragmented.add(now, sign * (gpus - used))
+
+    def _cost_series(self, node: Node) -> CostSeries:
+        group = self._group_of.get(node.name)
+        if group is None:
+            flavor = flavor_of(node, self._flavors)
+            group = CostGroup(flavor, node.pool or "", node.capacity_type or "", node.gpu_model or "")
+            self._group_of[node.name] = group
+        return self.cost_groups.setdefault(group, CostSeries())
+
+    def pods_priced(self, now: float, team: str, per_node: Mapping[str, float], sign: int) -> None:
+        """Pods of ``team`` started (+1) or stopped (-1) holding GPUs priced ``per_node`` per hour."""
+        total = 0.0
+        for node, rate in per_node.items():  # in binding order: deterministic
+            self.cost_groups[self._group_of[node]].used_rate.add(now, sign * rate)
+            total += rate
+        series = self.team_used_rate.get(team)
+        if series is None:
+            series = self.team_used_rate[team] = StepSeries()
+        series.add(now, sign * total)
 
     def price_per_gpu_hour(self, node: str) -> float:
         gpus = self._gpus.get(node, 0)

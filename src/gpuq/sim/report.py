@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuq.sim.charts import Axis, Panel, Series, chart, data_top, nice_top
-from gpuq.sim.metrics import series_mean
+from gpuq.sim.metrics import headline_cost, headline_mean
 from gpuq.sim.serving.report import services_table
 from gpuq.sim.tradeoffs import trade_offs
 
@@ -117,9 +117,14 @@ def _at(*path: str) -> _Getter:
     return get
 
 
-def _series_mean(key: str) -> _Getter:
-    """The time-average of a 0..1 series (:func:`gpuq.sim.metrics.series_mean`)."""
-    return lambda variant: series_mean(variant, key)
+def _headline_mean(key: str, part: str = "arrival") -> _Getter:
+    """A 0..1 mean over the arrival window or the drain (:func:`gpuq.sim.metrics.headline_mean`)."""
+    return lambda variant: headline_mean(variant, key, part)
+
+
+def _headline_cost(key: str, part: str = "arrival") -> _Getter:
+    """A cost over the arrival window or the drain (:func:`gpuq.sim.metrics.headline_cost`)."""
+    return lambda variant: headline_cost(variant, key, part)
 
 
 def _duration(seconds: float) -> str:
@@ -202,11 +207,19 @@ _SUMMARY_ROWS: tuple[tuple[str, str, _Getter], ...] = (
     *((f"wait {q}", "dur", _at("overall", "wait_s", q)) for q in ("p50", "p90", "p99", "max")),
     *((f"JCT {q}", "dur", _at("overall", "jct_s", q)) for q in ("p50", "p90")),
     *((f"slowdown {q}", "ratio", _at("overall", "slowdown", q)) for q in ("p50", "p90")),
-    ("mean GPU allocation", "pct", _series_mean("gpu_allocation")),
-    ("mean GPU occupancy", "pct", _series_mean("gpu_occupancy")),
-    ("mean fragmentation", "pct", _series_mean("fragmentation")),
+    ("arrival window (first to last arrival)", "dur", _at("windows", "arrival", "duration_s")),
+    ("mean GPU allocation", "pct", _headline_mean("gpu_allocation")),
+    ("mean GPU occupancy", "pct", _headline_mean("gpu_occupancy")),
+    ("mean fragmentation", "pct", _headline_mean("fragmentation")),
     ("Jain fairness", "jain", _at("fairness", "jain")),
-    *((f"cost {part}", "money", _at("cost", part)) for part in ("used", "idle", "total")),
+    *((f"cost {part}", "money", _headline_cost(part)) for part in ("used", "idle", "total")),
+    ("drain after the last arrival", "dur", _at("windows", "drain", "duration_s")),
+    ("drain: mean GPU allocation", "pct", _headline_mean("gpu_allocation", "drain")),
+    ("drain: cost total", "money", _headline_cost("total", "drain")),
+)
+_WINDOW_NOTE = (
+    "Means and cost are over the arrival window, from the first to the last arrival; the drain "
+    "after the last arrival, while the queues empty, is given apart."
 )
 
 
@@ -226,8 +239,10 @@ def _summary_table(variants: Sequence[Metrics]) -> str:
         )
         rows.append(f"<tr><th>{label}</th>{cells}</tr>")
     intro = "" if any(priced(v) for v in variants) else f'<p class="note">{escape(PRICES_HINT)}</p>'
+    if any(isinstance(v.get("windows"), Mapping) for v in variants):
+        intro += f"<p>{escape(_WINDOW_NOTE)}</p>"
     if len(variants) > 1:
-        allocation = [series_mean(v, "gpu_allocation") for v in variants]
+        allocation = [headline_mean(v, "gpu_allocation") for v in variants]
         told = "".join(f"<li>{escape(sentence)}</li>" for sentence in trade_offs(variants, allocation))
         baseline = escape(_name(variants[0]))
         intro += (
@@ -526,6 +541,24 @@ def _cost_tables(variants: Sequence[Metrics]) -> str:
     return cost_tables(variants)
 
 
+def _waits_tables(variants: Sequence[Metrics]) -> str:
+    from gpuq.sim.report_tables import waits_tables  # it builds on this module's helpers
+
+    return waits_tables(variants)
+
+
+def _deadline_tables(variants: Sequence[Metrics]) -> str:
+    from gpuq.sim.report_tables import deadline_tables
+
+    return deadline_tables(variants)
+
+
+def _window_cost_tables(variants: Sequence[Metrics]) -> str:
+    from gpuq.sim.report_tables import window_cost_tables
+
+    return window_cost_tables(variants)
+
+
 def _provisioning_figure(variants: Sequence[Metrics]) -> str:
     from gpuq.sim.provisioning.report_html import timeline_figure
 
@@ -536,6 +569,9 @@ def _provisioning_figure(variants: Sequence[Metrics]) -> str:
 _SECTIONS: tuple[tuple[str, str, str, Callable[[Sequence[Metrics]], str]], ...] = (
     ("summary", "Summary", "Summary", _summary_table),
     ("teams", "Teams", "Teams", _teams_table),
+    ("who-waited", "Who waited and why", "Who waited", _waits_tables),
+    ("deadlines", "Deadlines", "Deadlines", _deadline_tables),
+    ("window-cost", "Cost per team and capacity type, over the arrival window", "Cost", _window_cost_tables),
     ("admission", "Quota held, waits and admission per workload class", "Classes", _classes_table),
     ("cohorts", "Borrowing in cohorts", "Cohorts", _cohorts_figure),
     ("utilisation", "Utilisation over time", "Utilisation", _utilisation_figure),
@@ -545,7 +581,14 @@ _SECTIONS: tuple[tuple[str, str, str, Callable[[Sequence[Metrics]], str]], ...] 
     ("cost", "Cost, idle capacity and spot", "Cost", _cost_tables),
     ("provisioning", "Provisioning timeline", "Provisioning", _provisioning_figure),
 )
-_SHOWN_WHEN = {"serving": "serving", "cost": "cost_attribution", "provisioning": "provisioning"}
+_SHOWN_WHEN = {
+    "serving": "serving",
+    "cost": "cost_attribution",
+    "provisioning": "provisioning",
+    "who-waited": "waits",
+    "deadlines": "deadlines",
+    "window-cost": "windows",
+}
 """Sections shown only when some variant's metrics carry this key (other reports stay as they were)."""
 
 

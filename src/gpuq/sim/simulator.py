@@ -34,12 +34,14 @@ from gpuq.core.lifecycle import (
     Lifecycle,
     NodeDown,
     NodeUp,
+    Preempted,
     Released,
     Reserved,
     StartPods,
     StateChanged,
     StopPods,
     Timer,
+    WaitReason,
     WakeAt,
     WorkloadState,
 )
@@ -55,6 +57,7 @@ from gpuq.sim.jobs import SimJob
 from gpuq.sim.recorder import Recorder
 
 MAX_CYCLES_PER_PASS = 100_000
+UNPLACED_MESSAGE = "quota reserved; its pods wait for a node with room (nodes busy or being provisioned)"
 _TIMERS = {
     EventKind.PODS_READY_TIMEOUT: Timer.PODS_READY,
     EventKind.MAX_EXECUTION: Timer.MAX_EXECUTION,
@@ -127,6 +130,15 @@ class SimRun:
     cost: float = 0.0
     usage: Mapping[FlavorResource, int] = field(default_factory=dict)
     reason: str = ""  # the last eviction or why it never ran
+    waits: list[tuple[float, str, str]] = field(default_factory=list)
+    """Why it waited, as the engine recorded it: ``(since, reason, message)``, one entry each time
+    the message changed (Kueue's Pending condition message, an eviction's, an admission check's)."""
+    preempted_by: list[str] = field(default_factory=list)  # the preemptor of each preemption, in order
+    behind: str = ""  # the workload at the head of its ClusterQueue, waiting, when it arrived
+    requeued_wait_s: float = 0.0  # seconds pending after evictions, until its pods were bound again
+    bound_times: list[float] = field(default_factory=list)  # each time every pod got a node
+    pending_since: float | None = None  # evicted and waiting again since
+    priced: dict[str, float] = field(default_factory=dict)  # node -> price per hour its pods hold now
     held: bool = False  # holds quota, an admission check the provisioning hooks own is not Ready yet
     deleted: bool = False  # withdrawn (a replaced CronJob Job, a replica scaled away): ended, not completed
     bindings: tuple[PodBinding, ...] = ()  # where its pods run now (from the lifecycle's StartPods)
@@ -239,7 +251,9 @@ class Simulation:
             else None
         )
         self.scheduler = Scheduler(config, self.placer, explain_unplaced=False)
-        settings_ = LifecycleSettings(instant_stops=True, max_cycles_per_pass=MAX_CYCLES_PER_PASS)
+        settings_ = LifecycleSettings(
+            instant_stops=True, report_waits=True, max_cycles_per_pass=MAX_CYCLES_PER_PASS
+        )
         self.life = Lifecycle(self.scheduler, self, settings_)
         self._effects: dict[type, Callable[[Any], None]] = {
             Reserved: self._on_reserved,
@@ -251,6 +265,8 @@ class Simulation:
             WakeAt: self._on_wake_at,
             NodeUp: self._on_node_up,
             NodeDown: self._on_node_down,
+            WaitReason: self._on_wait_reason,
+            Preempted: self._on_preempted,
         }
         self.recorder = Recorder(config)
         self.queue = EventQueue()
@@ -273,6 +289,9 @@ class Simulation:
         self.stopped_at: float | None = None
         self.first_admissions = 0  # workloads admitted for the first time (residents not counted)
         self._next_probe = 0
+        self._waiting: dict[str, dict[str, None]] = {}
+        """Per ClusterQueue, the pending workloads that reported why they wait, in order: the first
+        is the head a newcomer queues behind (a StrictFIFO head blocks everything after it)."""
         self._next_arrival = 0
         self.events = 0
         self._now = 0.0
@@ -397,6 +416,8 @@ class Simulation:
             run.first_bound = run.first_started = min(job.workload.quota_reserved_time or 0.0, 0.0)
             run.bound_at = 0.0
             run.bindings = self.scheduler.bindings_of(job.key)
+            run.priced = self._rates(run)
+            self.recorder.pods_priced(0.0, job.team, run.priced, 1)
             self.recorder.team_pending(0.0, job.team, -1)
             self._nodes_changed(job.key, 0.0)
             self.recorder.team_running(0.0, job.team, job.gpus)
@@ -487,6 +508,8 @@ class Simulation:
         if life.state == WorkloadState.INADMISSIBLE:
             run.status, run.reason = WorkloadState.INADMISSIBLE, life.message
             return
+        waiting = self._waiting.get(run.cluster_queue or "")
+        run.behind = next(iter(waiting), "") if waiting else ""
         self.recorder.team_pending(now, job.team, 1)
 
     # ------------------------------------------------- the lifecycle's hooks
@@ -515,8 +538,34 @@ class Simulation:
         if run.first_admitted is None:
             run.first_admitted = effect.at
             self.first_admissions += 1
+        self._not_waiting(run)
         run.usage = effect.usage
         self.recorder.queue_usage(effect.at, effect.admit.cluster_queue, run.usage, 1)
+        if run.held:  # an admission check (a ProvisioningRequest) is not Ready: Kueue's message
+            self._waited(run, effect.at, "QuotaReserved", effect.admit.message)
+        elif (failure := self.scheduler.unplaced.get(effect.key)) is not None:
+            self._waited(run, effect.at, failure.reason, failure.message or UNPLACED_MESSAGE)
+
+    def _waited(self, run: SimRun, at: float, reason: str, message: str) -> None:
+        """One entry per change of why ``run`` waits (never one per scheduling pass)."""
+        if not run.waits or run.waits[-1][2] != message:
+            run.waits.append((at, reason, message))
+
+    def _on_wait_reason(self, effect: WaitReason) -> None:
+        run = self.runs.get(effect.key)
+        if run is not None:
+            self._waited(run, self._now, effect.reason, effect.message)
+            self._waiting.setdefault(run.cluster_queue or "", {})[effect.key] = None
+
+    def _not_waiting(self, run: SimRun) -> None:
+        waiting = self._waiting.get(run.cluster_queue or "")
+        if waiting:
+            waiting.pop(run.job.key, None)
+
+    def _on_preempted(self, effect: Preempted) -> None:
+        run = self.runs.get(effect.key)
+        if run is not None:
+            run.preempted_by.append(effect.by)
 
     def _on_wake_at(self, effect: WakeAt) -> None:
         self.queue.push(effect.at, _TIMER_EVENTS[effect.timer], effect.key, effect.token)
@@ -530,6 +579,12 @@ class Simulation:
         self.recorder.team_pending(now, run.job.team, -1)
         if run.first_bound is None:
             run.first_bound = now
+        run.bound_times.append(now)
+        if run.pending_since is not None:
+            run.requeued_wait_s += now - run.pending_since
+            run.pending_since = None
+        run.priced = self._rates(run)
+        self.recorder.pods_priced(now, run.job.team, run.priced, 1)
         self._nodes_changed(run.job.key, now)
         self.recorder.team_running(now, run.job.team, run.job.gpus)
         startup = self.settings.startup_s
@@ -593,6 +648,8 @@ class Simulation:
             run.gpu_s += held * run.job.gpus
             run.cost += self._cost(run, held)
             self.recorder.team_running(now, run.job.team, -run.job.gpus)
+            self.recorder.pods_priced(now, run.job.team, run.priced, -1)
+            run.priced = {}
         assert run.cluster_queue is not None
         self.recorder.queue_usage(now, run.cluster_queue, run.usage, -1)
         run.bound_at = run.started_at = None
@@ -608,6 +665,17 @@ class Simulation:
             share = shape.gpu.total_milli / 1000
             total += share * self.recorder.price_per_gpu_hour(binding.node)
         return total * held_s / 3600
+
+    def _rates(self, run: SimRun) -> dict[str, float]:
+        """Per node, the price per hour of the GPU share ``run``'s pods hold there."""
+        rates: dict[str, float] = {}
+        if self.placer is None:
+            return rates
+        for binding in run.bindings:
+            shape, _ = self.placer.nodes[binding.node].bound[binding.pod]
+            rate = shape.gpu.total_milli / 1000 * self.recorder.price_per_gpu_hour(binding.node)
+            rates[binding.node] = rates.get(binding.node, 0.0) + rate
+        return rates
 
     def _on_stop_pods(self, effect: StopPods) -> None:
         """An eviction: the work since the last checkpoint is lost; the pods stop at once."""
@@ -632,7 +700,9 @@ class Simulation:
         elif effect.reason == "PodsReadyTimeout":
             run.ready_timeouts += 1
         run.reason = effect.message
+        self._waited(run, now, effect.reason, effect.message)
         if was_bound:
+            run.pending_since = now
             self.recorder.team_pending(now, run.job.team, 1)
         run.status = WorkloadState.PENDING
         run.held = False
@@ -667,6 +737,7 @@ class Simulation:
             run.reason = effect.message
         run.status, run.ended, run.held = effect.state, now, False
         run.deleted = effect.cause == "withdrawn"
+        self._not_waiting(run)
         if self.cron is not None:
             self.cron.on_ended(effect.key, now, self)
 
@@ -749,4 +820,7 @@ class Simulation:
                 held = end - run.bound_at
                 run.gpu_s += held * run.job.gpus
                 run.cost += self._cost(run, held)
+            if run.pending_since is not None:
+                run.requeued_wait_s += max(end - run.pending_since, 0.0)
+                run.pending_since = None
         self.recorder.close(end)

@@ -6,6 +6,11 @@ per variant after the first (the baseline), computed from the variants' ``metric
 never written per example. A change is told only when it matters: a wait quantile that moved by at
 least :data:`MIN_WAIT_CHANGE_S` and by :data:`MIN_RELATIVE` of the larger value, a share of GPU
 allocation that moved by a percentage point, a cost by one percent.
+
+Cost and the mean allocation are over the arrival window (first to last arrival) where the metrics
+carry one (``windows``); a change of cost is explained by its parts, per capacity type and GPU
+model: what was paid for them (``on-demand H100-80GB +410``) or, where that did not move, what of
+it stood idle (``reserved A100-80GB idle −111``), the largest :data:`COST_PARTS` first.
 """
 
 from __future__ import annotations
@@ -13,12 +18,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuq.sim.metrics import finite_number
+from gpuq.sim.metrics import finite_number, headline_cost
 
 MIN_WAIT_CHANGE_S = 60.0
 MIN_RELATIVE = 0.10
 MIN_ALLOCATION_POINTS = 0.01
 MIN_COST_RELATIVE = 0.01
+COST_PARTS = 3
 
 Metrics = Mapping[str, Any]
 
@@ -99,13 +105,65 @@ def _allocation(base: float | None, variant: float | None) -> str | None:
 
 
 def _cost(base: Metrics, variant: Metrics) -> str | None:
-    old, new = (finite_number((m.get("cost") or {}).get("total")) for m in (base, variant))
+    old, new = (headline_cost(m, "total") for m in (base, variant))
     currency = str((variant.get("cost") or {}).get("currency") or "")
     if old is None or new is None or not (old or new):
         return None
-    if abs(new - old) < MIN_COST_RELATIVE * max(old, new):
+    least = MIN_COST_RELATIVE * max(old, new)
+    windowed = all(isinstance(m.get("windows"), Mapping) for m in (base, variant))
+    if abs(new - old) >= least:
+        text = f"cost total {old:,.0f} → {new:,.0f} {currency}".rstrip()
+        if not windowed:
+            return text
+        parts = _cost_parts(base, variant, least)
+        return text + " over the arrival window" + (f" ({_signed(new - old)}: {parts})" if parts else "")
+    if not windowed:
         return None
-    return f"cost total {old:,.0f} → {new:,.0f} {currency}".rstrip()
+    idle_old, idle_new = (headline_cost(m, "idle") or 0.0 for m in (base, variant))
+    if abs(idle_new - idle_old) < least:
+        return None
+    parts = _cost_parts(base, variant, least)
+    return (
+        f"cost total unchanged ({f'{new:,.0f} {currency}'.rstrip()} over the arrival window), "
+        f"idle {_signed(idle_new - idle_old)}" + (f": {parts}" if parts else "")
+    )
+
+
+def _signed(amount: float) -> str:
+    """``+410``, ``−111`` (a minus sign, as a finance reader writes it)."""
+    return f"{amount:+,.0f}".replace("-", "−")
+
+
+def _groups(variant: Metrics) -> dict[str, tuple[float, float]]:
+    """Per ``capacity type GPU model``, (paid, idle) over the arrival window."""
+    cost = ((variant.get("windows") or {}).get("arrival") or {}).get("cost") or {}
+    out: dict[str, tuple[float, float]] = {}
+    for group in cost.get("by_group") or []:
+        if not isinstance(group, Mapping):
+            continue
+        label = " ".join(str(group.get(k) or "") for k in ("capacity_type", "gpu_model")).strip()
+        label = label or "unlabelled"
+        paid, idle = out.get(label, (0.0, 0.0))
+        out[label] = (
+            paid + (finite_number(group.get("paid")) or 0.0),
+            idle + (finite_number(group.get("idle")) or 0.0),
+        )
+    return out
+
+
+def _cost_parts(base: Metrics, variant: Metrics, least: float) -> str:
+    """The largest changes per capacity type and GPU model: paid, else idle (module docstring)."""
+    before, after = _groups(base), _groups(variant)
+    changes = []
+    for label in sorted(before.keys() | after.keys()):
+        paid_old, idle_old = before.get(label, (0.0, 0.0))
+        paid_new, idle_new = after.get(label, (0.0, 0.0))
+        if abs(paid_new - paid_old) >= least:
+            changes.append((paid_new - paid_old, f"{label} {_signed(paid_new - paid_old)}"))
+        elif abs(idle_new - idle_old) >= least:
+            changes.append((idle_new - idle_old, f"{label} idle {_signed(idle_new - idle_old)}"))
+    changes.sort(key=lambda c: (-abs(c[0]), c[1]))
+    return ", ".join(text for _, text in changes[:COST_PARTS])
 
 
 def _name(metrics: Metrics) -> str:

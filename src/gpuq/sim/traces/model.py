@@ -38,6 +38,7 @@ class TraceJob:
     failed: bool = False  # the job ends in failure after ``duration_s``
     tolerations: tuple[Toleration, ...] = ()  # e.g. to run on tainted spot nodes
     source_line: int = 0  # line in the trace file (1 = header), for messages
+    deadline_s: float | None = None  # when it must be finished, seconds from the start of the trace
     checkpoint_cost_s: float = 0.0  # the run pauses this long for each checkpoint it writes
     kind: str = ""  # a source kind whose pod sets the job gets (gpuq.sim.trace_kinds); "" one pod set
 
