@@ -239,7 +239,7 @@ class Scheduler:
         cq = self.config.cluster_queues[entry.cluster_queue]
         if assignment.mode == Mode.NO_FIT:
             entry.requeue = RequeueReason.NO_FIT
-            pending.append(self._pending(entry, _nofit_message(entry)))
+            pending.append(_nofit_pending(entry))
             return
         if assignment.mode.is_preempt and not entry.targets:
             if cq.preemption.reclaim_within_cohort != PreemptionPolicy.ANY:
@@ -247,7 +247,7 @@ class Scheduler:
                 self.state.tree.add(entry.cluster_queue, reserve)
                 cycle_usage.append((entry.cluster_queue, reserve))
             entry.requeue = RequeueReason.PREEMPTION_NO_CANDIDATES
-            pending.append(self._pending(entry, _nofit_message(entry)))
+            pending.append(_nofit_pending(entry))
             return
         if any(t.victim.key in victims for t in entry.targets) and not self._recompute_overlapping(
             entry, cycle_usage, victims, pending
@@ -411,10 +411,22 @@ class Scheduler:
     def _park_equivalent(self, queue: ClusterQueueQueue, entry: Entry) -> None:
         """Equivalence hashing: workloads shaped like a head that found no room wait with it, unevaluated."""
         head_why = self.why.get(entry.key)
-        for key in queue.park_equivalent(entry.workload):
-            if head_why is not None:
-                message = f"same shape as {entry.key}, which waits: {head_why.message}"
-                self.why[key] = Pending(key, head_why.reason, message, entry.cluster_queue)
+        moved = queue.park_equivalent(entry.workload)
+        if head_why is None:
+            return
+        head = entry.key
+
+        def explain() -> str:
+            return f"same shape as {head}, which waits: {head_why.message}"
+
+        for key in moved:
+            self.why[key] = Pending(key, head_why.reason, cluster_queue=entry.cluster_queue, explain=explain)
+
+    def pending_message(self, key: str) -> str | None:
+        """The current message of a queued workload that waits, or None: cheap to call at every state
+        change (the text is written when first read, once per decision that changed it)."""
+        why = self.why.get(key)
+        return why.message if why is not None else None
 
     def _remember_scan(self, entry: Entry) -> None:
         """Keep where the flavor scan stopped, except after preemption or overlap."""
@@ -551,11 +563,21 @@ def _classical_key(entry: Entry) -> tuple[int, int, float, str]:
     return (borrowing, -entry.workload.priority, entry.workload.creation_time, entry.key)
 
 
-def _nofit_message(entry: Entry) -> str:
-    assignment = entry.assignment
-    reasons = list(dict.fromkeys(assignment.reasons)) if assignment else []
-    pod_set = entry.workload.pod_sets[0].name if len(entry.workload.pod_sets) == 1 else "the workload"
-    detail = "; ".join(reasons) if reasons else "no flavor fits"
+def _nofit_pending(entry: Entry) -> Pending:
+    """A head no flavor holds waits; its message is written only if someone reads it (most never are:
+    every pass leaves one per such head)."""
+    reasons = tuple(entry.assignment.reasons) if entry.assignment else ()
+    pod_sets = entry.workload.pod_sets
+    pod_set = pod_sets[0].name if len(pod_sets) == 1 else "the workload"
+
+    def explain() -> str:
+        return _nofit_message(pod_set, reasons)
+
+    return Pending(entry.key, "Pending", cluster_queue=entry.cluster_queue, explain=explain)
+
+
+def _nofit_message(pod_set: str, reasons: tuple[str, ...]) -> str:
+    detail = "; ".join(dict.fromkeys(reasons)) if reasons else "no flavor fits"
     return f"couldn't assign flavors to pod set {pod_set}: {detail}"
 
 
