@@ -39,7 +39,7 @@ from gpuq.core.model import (
 )
 from gpuq.core.nomination import Entry, nominate, preemption_targets_for
 from gpuq.core.placement.engine import PlacementFailure, Placer, PodBinding
-from gpuq.core.queues import ClusterQueueQueue, RequeueReason
+from gpuq.core.queues import ClusterQueueQueue, QueueCounts, RequeueReason
 from gpuq.core.quota import FlavorResource, available
 from gpuq.core.state import AdmittedWorkload, ClusterState, admission_usage
 
@@ -65,8 +65,12 @@ class Scheduler:
         if self.binder is not None:
             self.binder.explain_failures = explain_unplaced
         self.state = ClusterState(config)
+        self.inactive = {name: why for name in config.cluster_queues if (why := self._inactive_reason(name))}
+        self.active_queues = QueueCounts()  # the workloads of every active queue, kept as they move
         self.queues = {
-            name: ClusterQueueQueue(name, cq.queueing_strategy)
+            name: ClusterQueueQueue(
+                name, cq.queueing_strategy, None if name in self.inactive else self.active_queues
+            )
             for name, cq in sorted(config.cluster_queues.items())
         }
         self.workloads: dict[str, Workload] = {}
@@ -74,7 +78,6 @@ class Scheduler:
         self.reserved_checks: dict[str, dict[str, CheckState]] = {}
         self.last_tried: dict[str, list[dict[str, int]]] = {}
         self.why: dict[str, Pending] = {}  # the latest reason each queued workload waits
-        self.inactive = {name: why for name in config.cluster_queues if (why := self._inactive_reason(name))}
 
     # ----------------------------------------------------------------- intake
     def submit(self, workload: Workload, placed: Sequence[PodBinding] | None = None) -> None:
@@ -487,10 +490,13 @@ class Scheduler:
             self.queues[node.name].requeue_inadmissible()
 
     def pending_count(self) -> int:
-        return sum(len(q) for q in self.queues.values())
+        """Workloads in every queue, active or inadmissible (O(inactive queues), usually none)."""
+        inactive = sum(len(self.queues[name]) for name in self.inactive)
+        return self.active_queues.active + self.active_queues.inadmissible + inactive
 
     def active_count(self) -> int:
-        return sum(q.active_count for n, q in self.queues.items() if n not in self.inactive)
+        """Active workloads in the active queues (kept by each move between heap and parking)."""
+        return self.active_queues.active
 
     # ------------------------------------------------- what the lifecycle asks
     def holds(self, key: str) -> bool:
