@@ -66,7 +66,14 @@ spec: {{clusterQueue: {team}}}
     return "---\n".join(docs)
 
 
-def run_synthetic(workloads: int, teams: int = 50, nodes: int = 1000, load_factor: float = 0.9) -> None:
+def synthetic_simulation(
+    workloads: int,
+    teams: int = 50,
+    nodes: int = 1000,
+    load_factor: float = 0.9,
+    on_progress: Callable[[float], None] | None = None,
+) -> tuple[str, Simulation]:
+    """The synthetic cluster and its arrivals, ready to run: a label and the simulation."""
     gpus = nodes * 8
     gpus_per_job = Distribution(choice=[1, 2, 4, 8], weights=[4, 3, 2, 1])
     duration = Distribution(lognormal=(3600.0, 1.0))
@@ -92,15 +99,16 @@ def run_synthetic(workloads: int, teams: int = 50, nodes: int = 1000, load_facto
         path.write_text(synthetic_config(teams, 5, nodes, 8))
         result = load([str(path)])
     assert result.config is not None, result.errors
-    config = result.config
     trace = generate(generator, seed=1)
     jobs, bad = to_sim_jobs(trace, {}, result.gpu_catalogue, "generator")
     assert not bad
-    _measure(
-        f"synthetic: {len(jobs):,} workloads, {teams} teams in 5 cohorts, {nodes} nodes × 8 GPUs",
-        lambda: Simulation(config, result.nodes, jobs, SimSettings()).run(),
-        len(jobs),
-    )
+    label = f"synthetic: {len(jobs):,} workloads, {teams} teams in 5 cohorts, {nodes} nodes × 8 GPUs"
+    return label, Simulation(result.config, result.nodes, jobs, SimSettings(), on_progress=on_progress)
+
+
+def run_synthetic(workloads: int, teams: int = 50, nodes: int = 1000, load_factor: float = 0.9) -> None:
+    label, simulation = synthetic_simulation(workloads, teams, nodes, load_factor)
+    _measure(label, simulation.run, len(simulation.jobs))
 
 
 def _measure(label: str, run: Callable[[], SimResult], workloads: int) -> None:

@@ -334,3 +334,46 @@ def test_grouped_parking_behaves_like_parking_every_workload(seed: int) -> None:
         assert queue.active_count == len(reference.active)
         assert queue.inadmissible_count == len(reference.parked)
         assert sorted(w.key for w in queue.pending()) == sorted([*reference.active, *reference.parked])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_counts_kept_as_workloads_move_equal_the_counted_members(seed: int) -> None:
+    """Two queues sharing totals (as a scheduler's active queues do): after random pushes, parks (alone
+    and by shape), wakes, sticky heads, admissions and deletions, each queue's counts and the shared
+    totals equal the workloads counted member by member."""
+    import random
+
+    from gpuq.core.model import PodSet
+    from gpuq.core.queues import ClusterQueueQueue, QueueCounts, RequeueReason
+
+    rng = random.Random(seed)
+    totals = QueueCounts()
+    queues = [ClusterQueueQueue(name, BEST_EFFORT, totals) for name in ("a", "b")]
+    for made in range(800):
+        queue = rng.choice(queues)
+        head = queue.head()
+        ops = ["push", "admit", "park", "alone", "wake", "delete", "sticky"]
+        op = rng.choices(ops, [6, 3, 3, 1, 2, 1, 1])[0]
+        if op == "push" or head is None:
+            pod_set = PodSet("main", 1, {"nvidia.com/gpu": rng.choice([1, 2, 8])})
+            priority = rng.choice([0, 100])
+            queue.push(Workload("ns", f"w{made}", "q", (pod_set,), priority=priority, uid=f"{made:05d}"))
+        elif op == "admit":
+            queue.delete(head.key)
+        elif op in ("park", "alone"):
+            queue.requeue(head, RequeueReason.NO_FIT)
+            if op == "park":
+                queue.park_equivalent(head)
+        elif op == "wake":
+            queue.requeue_inadmissible()
+        elif op == "delete":
+            queue.delete(rng.choice([w.key for w in queue.pending()]))
+        else:
+            queue.requeue(head, RequeueReason.PENDING_PREEMPTION)
+        for each in queues:
+            parked = sum(len(g.members) for g in each._parked.values())
+            following = sum(len(g.members) for g in each._following.values())
+            assert each.counts == QueueCounts(len(each._entries) + following, parked), op
+        assert totals == QueueCounts(
+            sum(q.counts.active for q in queues), sum(q.counts.inadmissible for q in queues)
+        )

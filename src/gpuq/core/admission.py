@@ -39,7 +39,7 @@ from gpuq.core.model import (
 )
 from gpuq.core.nomination import Entry, nominate, preemption_targets_for
 from gpuq.core.placement.engine import PlacementFailure, Placer, PodBinding
-from gpuq.core.queues import ClusterQueueQueue, RequeueReason
+from gpuq.core.queues import ClusterQueueQueue, QueueCounts, RequeueReason
 from gpuq.core.quota import FlavorResource, available
 from gpuq.core.state import AdmittedWorkload, ClusterState, admission_usage
 
@@ -65,8 +65,12 @@ class Scheduler:
         if self.binder is not None:
             self.binder.explain_failures = explain_unplaced
         self.state = ClusterState(config)
+        self.inactive = {name: why for name in config.cluster_queues if (why := self._inactive_reason(name))}
+        self.active_queues = QueueCounts()  # the workloads of every active queue, kept as they move
         self.queues = {
-            name: ClusterQueueQueue(name, cq.queueing_strategy)
+            name: ClusterQueueQueue(
+                name, cq.queueing_strategy, None if name in self.inactive else self.active_queues
+            )
             for name, cq in sorted(config.cluster_queues.items())
         }
         self.workloads: dict[str, Workload] = {}
@@ -74,7 +78,6 @@ class Scheduler:
         self.reserved_checks: dict[str, dict[str, CheckState]] = {}
         self.last_tried: dict[str, list[dict[str, int]]] = {}
         self.why: dict[str, Pending] = {}  # the latest reason each queued workload waits
-        self.inactive = {name: why for name in config.cluster_queues if (why := self._inactive_reason(name))}
 
     # ----------------------------------------------------------------- intake
     def submit(self, workload: Workload, placed: Sequence[PodBinding] | None = None) -> None:
@@ -242,7 +245,7 @@ class Scheduler:
         cq = self.config.cluster_queues[entry.cluster_queue]
         if assignment.mode == Mode.NO_FIT:
             entry.requeue = RequeueReason.NO_FIT
-            pending.append(self._pending(entry, _nofit_message(entry)))
+            pending.append(_nofit_pending(entry))
             return
         if assignment.mode.is_preempt and not entry.targets:
             if cq.preemption.reclaim_within_cohort != PreemptionPolicy.ANY:
@@ -250,7 +253,7 @@ class Scheduler:
                 self.state.tree.add(entry.cluster_queue, reserve)
                 cycle_usage.append((entry.cluster_queue, reserve))
             entry.requeue = RequeueReason.PREEMPTION_NO_CANDIDATES
-            pending.append(self._pending(entry, _nofit_message(entry)))
+            pending.append(_nofit_pending(entry))
             return
         if any(t.victim.key in victims for t in entry.targets) and not self._recompute_overlapping(
             entry, cycle_usage, victims, pending
@@ -414,10 +417,22 @@ class Scheduler:
     def _park_equivalent(self, queue: ClusterQueueQueue, entry: Entry) -> None:
         """Equivalence hashing: workloads shaped like a head that found no room wait with it, unevaluated."""
         head_why = self.why.get(entry.key)
-        for key in queue.park_equivalent(entry.workload):
-            if head_why is not None:
-                message = f"same shape as {entry.key}, which waits: {head_why.message}"
-                self.why[key] = Pending(key, head_why.reason, message, entry.cluster_queue)
+        moved = queue.park_equivalent(entry.workload)
+        if head_why is None:
+            return
+        head = entry.key
+
+        def explain() -> str:
+            return f"same shape as {head}, which waits: {head_why.message}"
+
+        for key in moved:
+            self.why[key] = Pending(key, head_why.reason, cluster_queue=entry.cluster_queue, explain=explain)
+
+    def pending_message(self, key: str) -> str | None:
+        """The current message of a queued workload that waits, or None: cheap to call at every state
+        change (the text is written when first read, once per decision that changed it)."""
+        why = self.why.get(key)
+        return why.message if why is not None else None
 
     def _remember_scan(self, entry: Entry) -> None:
         """Keep where the flavor scan stopped, except after preemption or overlap."""
@@ -478,10 +493,13 @@ class Scheduler:
             self.queues[node.name].requeue_inadmissible()
 
     def pending_count(self) -> int:
-        return sum(len(q) for q in self.queues.values())
+        """Workloads in every queue, active or inadmissible (O(inactive queues), usually none)."""
+        inactive = sum(len(self.queues[name]) for name in self.inactive)
+        return self.active_queues.active + self.active_queues.inadmissible + inactive
 
     def active_count(self) -> int:
-        return sum(q.active_count for n, q in self.queues.items() if n not in self.inactive)
+        """Active workloads in the active queues (kept by each move between heap and parking)."""
+        return self.active_queues.active
 
     # ------------------------------------------------- what the lifecycle asks
     def holds(self, key: str) -> bool:
@@ -562,11 +580,21 @@ def _classical_key(entry: Entry) -> tuple[int, int, float, str]:
     return (borrowing, -entry.workload.priority, entry.workload.creation_time, entry.key)
 
 
-def _nofit_message(entry: Entry) -> str:
-    assignment = entry.assignment
-    reasons = list(dict.fromkeys(assignment.reasons)) if assignment else []
-    pod_set = entry.workload.pod_sets[0].name if len(entry.workload.pod_sets) == 1 else "the workload"
-    detail = "; ".join(reasons) if reasons else "no flavor fits"
+def _nofit_pending(entry: Entry) -> Pending:
+    """A head no flavor holds waits; its message is written only if someone reads it (most never are:
+    every pass leaves one per such head)."""
+    reasons = tuple(entry.assignment.reasons) if entry.assignment else ()
+    pod_sets = entry.workload.pod_sets
+    pod_set = pod_sets[0].name if len(pod_sets) == 1 else "the workload"
+
+    def explain() -> str:
+        return _nofit_message(pod_set, reasons)
+
+    return Pending(entry.key, "Pending", cluster_queue=entry.cluster_queue, explain=explain)
+
+
+def _nofit_message(pod_set: str, reasons: tuple[str, ...]) -> str:
+    detail = "; ".join(dict.fromkeys(reasons)) if reasons else "no flavor fits"
     return f"couldn't assign flavors to pod set {pod_set}: {detail}"
 
 

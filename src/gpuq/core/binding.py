@@ -7,7 +7,9 @@ scheduler keeps both in step through this object:
    tentatively (:meth:`Binder.assume`), in processing order, so later entries
    see the nodes earlier ones took; a topology-aware pod set that cannot be
    placed stops the admission (as in Kueue's tas_flavorassigner.go). The tentative placements are forgotten
-   when planning ends (:meth:`Binder.forget_assumed`);
+   when planning ends (:meth:`Binder.forget_assumed`). Each placement is computed once: the
+   what-if of nomination, the assumed one and the bound one are the same answer when the
+   nodes are in the same state (:attr:`Placer.capacity_version`), and computed anew otherwise;
 2. applied admissions are bound for real (:meth:`Binder.bind`); pods that no
    node holds wait in :attr:`Binder.unplaced` with the kube-scheduler's message;
 3. a finish or an eviction frees nodes (:meth:`Binder.release`): waiting pods
@@ -34,12 +36,16 @@ class Binder:
         self.unplaced: dict[str, PlacementFailure] = {}  # admitted, pods waiting for room on a node
         self.topology_blocked: set[str] = set()  # queues with a head no topology domain held
         self._assumed: list[str] = []
+        self._version_before = 0  # the nodes' capacity version before the first assumed placement
         self.explain_failures = True  # a simulator that never shows the messages turns this off
 
     def assume(self, workload: Workload, pod_sets: Sequence[PodSetAssignment]) -> str:
         """Place tentatively; the reason when a topology-aware pod set cannot be placed, else ""."""
+        before = self.placer.index.version
         outcome = self.placer.place(workload, pod_sets, explain=False)
         if isinstance(outcome, WorkloadPlacement):
+            if not self._assumed:
+                self._version_before = before
             self._assumed.append(workload.key)
             return ""
         if outcome.reason != TOPOLOGY_FAILED:
@@ -47,8 +53,12 @@ class Binder:
         return f"couldn't assign flavors to pod set {outcome.pod_set}: {outcome.message}"
 
     def forget_assumed(self) -> None:
+        """Release the tentative placements, latest first: the nodes are as the cycle found them, so
+        their capacity version is too, and the placements bind reuses stay valid."""
         for key in reversed(self._assumed):
             self.placer.release(key)
+        if self._assumed:
+            self.placer.index.restore_version(self._version_before)
         self._assumed.clear()
 
     def bind(self, workload: Workload, pod_sets: Sequence[PodSetAssignment], retry: bool = False) -> None:

@@ -41,6 +41,15 @@ BULK_REQUEUE = 64
 IMMEDIATE = frozenset({RequeueReason.FAILED_AFTER_NOMINATION, RequeueReason.PENDING_PREEMPTION})
 
 
+@dataclass(slots=True)
+class QueueCounts:
+    """Workloads by where they wait, kept as they move (never summed over queues or groups):
+    ``active`` in the heap or following a representative, ``inadmissible`` parked."""
+
+    active: int = 0
+    inadmissible: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class QueueEntry:
     workload: Workload
@@ -113,9 +122,13 @@ class ClusterQueueQueue:
     cost per shape, not per workload.
     """
 
-    def __init__(self, name: str, strategy: QueueingStrategy) -> None:
+    def __init__(self, name: str, strategy: QueueingStrategy, totals: QueueCounts | None = None) -> None:
+        """``totals``: counts shared with other queues (a scheduler's over its active queues), moved
+        by the same deltas as this queue's own."""
         self.name = name
         self.strategy = strategy
+        self.counts = QueueCounts()
+        self._totals = totals
         self._heap: list[HeapEntry] = []
         self._entries: dict[str, Workload] = {}  # in the heap (lazy deletion by generation)
         self._generation: dict[str, int] = {}
@@ -134,11 +147,21 @@ class ClusterQueueQueue:
 
     @property
     def active_count(self) -> int:
-        return len(self._entries) + sum(len(g.members) for g in self._following.values())
+        return self.counts.active
 
     @property
     def inadmissible_count(self) -> int:
-        return sum(len(g.members) for g in self._parked.values())
+        return self.counts.inadmissible
+
+    def _count(self, active: int, inadmissible: int) -> None:
+        """Workloads became active or inadmissible (negative: stopped being)."""
+        counts = self.counts
+        counts.active += active
+        counts.inadmissible += inadmissible
+        totals = self._totals
+        if totals is not None:
+            totals.active += active
+            totals.inadmissible += inadmissible
 
     @property
     def inadmissible(self) -> dict[str, Workload]:
@@ -157,10 +180,12 @@ class ClusterQueueQueue:
         return shape
 
     def _leave_groups(self, key: str, shape: tuple[object, ...]) -> None:
-        for groups in (self._parked, self._following):
+        for groups, parked in ((self._parked, True), (self._following, False)):
             group = groups.get(shape)
-            if group is not None and group.members.pop(key, None) is not None and not group.members:
-                del groups[shape]
+            if group is not None and group.members.pop(key, None) is not None:
+                self._count(0 if parked else -1, -1 if parked else 0)
+                if not group.members:
+                    del groups[shape]
 
     def _activate(self, workload: Workload) -> HeapEntry:
         """Make ``workload`` active in the heap under a new generation; its heap entry, for the caller."""
@@ -171,6 +196,8 @@ class ClusterQueueQueue:
         self._key_by_gen.pop(self._generation.get(key, -1), None)
         self._generation[key] = self._counter
         self._key_by_gen[self._counter] = key
+        if key not in self._entries:
+            self._count(1, 0)
         self._entries[key] = workload
         self._by_shape.setdefault(shape, {})[key] = None
         sticky = 0 if key == self._sticky else 1
@@ -201,6 +228,7 @@ class ClusterQueueQueue:
         its place to the next follower of its shape."""
         workload = self._entries.pop(key, None)
         if workload is not None:
+            self._count(-1, 0)
             shape = self._shapes[key]
             self._by_shape.get(shape, {}).pop(key, None)
             if self._representative.get(shape) == key:
@@ -251,6 +279,7 @@ class ClusterQueueQueue:
         self._deactivate(key)
         self._leave_groups(key, self._shape(workload))
         self._parked.setdefault(self._shape(workload), _Group()).add(workload)
+        self._count(0, 1)
         return True
 
     def park_equivalent(self, workload: Workload) -> list[str]:
@@ -263,9 +292,11 @@ class ClusterQueueQueue:
             parked = self._parked[shape] = _Group()
         for key in moved:
             parked.add(self._entries.pop(key))
+        self._count(-len(moved), len(moved))
         self._representative.pop(shape, None)
         following = self._following.pop(shape, None)
         if following is not None:
+            self._count(-len(following.members), len(following.members))
             parked = self._parked[shape] = parked.merge(following)
         if not parked.members:
             del self._parked[shape]
@@ -276,6 +307,7 @@ class ClusterQueueQueue:
         enters the heap and the others follow it."""
         woken = self.inadmissible_count
         parked, self._parked = self._parked, {}
+        self._count(0, -woken)
         for shape, group in parked.items():
             if self._sticky is not None and self._sticky in group.members:
                 self.push(group.members.pop(self._sticky))  # the sticky head sorts first on its own
@@ -289,6 +321,7 @@ class ClusterQueueQueue:
                 self._representative[shape] = first.key
             if not group.members:
                 continue
+            self._count(len(group.members), 0)
             following = self._following.get(shape)
             self._following[shape] = group if following is None else following.merge(group)
         return woken

@@ -33,8 +33,8 @@ from gpuq.core.placement.capacity import NodeCapacity, PodShape, pod_shape
 from gpuq.core.placement.filters import NodeRequirements, requirements_for, selector_matches, static_rejection
 from gpuq.core.placement.groups import place_units, placement_units
 from gpuq.core.placement.index import CapacityIndex, NodeClass
-from gpuq.core.placement.policies import PolicyInputs
-from gpuq.core.placement.scoring import Chooser, chooser_for
+from gpuq.core.placement.policies import PolicyInputs, TieBreak
+from gpuq.core.placement.scoring import BucketWalk, Chooser, ScoredBuckets, chooser_for
 from gpuq.core.placement.topology_view import CapacityView, CapacityViews, ViewKey, view_members
 from gpuq.core.topology import TopologyAssignment, TopologyFailure, TopologyPlan, assign, assign_in, resolve
 from gpuq.core.topology_tree import Values
@@ -119,6 +119,8 @@ class Placer:
         self._soft_tiers: dict[tuple[object, ...], list[list[NodeClass]]] = {}
         self._views = CapacityViews(self.index, topology_views)
         self._most_per_node_cache: dict[tuple[object, ...], int] = {}
+        self._answers: dict[str, _Answer] = {}  # the last placement computed for each workload
+        self._reuse = _deterministic(self.chooser)
 
     # ------------------------------------------------------------------ public
     def place(
@@ -130,23 +132,73 @@ class Placer:
         unit at its first member. ``explain=False`` skips the per-node failure summary, which
         reads every node.
         """
-        if workload.key in self.placements:
-            return self.placements[workload.key]
+        key = workload.key
+        if key in self.placements:
+            return self.placements[key]
+        asked = tuple(pod_sets) if pod_sets is not None else None
+        before = self.index.version
+        answer = self._answers.pop(key, None) if self._reuse else None
+        if answer is not None and answer.same_question(workload, asked, before):
+            return self._retake(answer)
         requests = self._requests(workload, pod_sets)
         units = placement_units(workload.key, requests) if len(requests) > 1 else None
-        if units is not None:
+        if units is not None:  # not remembered: its pods are bound in unit order, not listed order
             return place_units(self, workload.key, requests, units, explain)
+        outcome = self._place_plain(workload, requests, explain)
+        if isinstance(outcome, WorkloadPlacement) and self._reuse:
+            self._remember(workload, asked, before, outcome)
+        return outcome
+
+    def _place_plain(
+        self, workload: Workload, requests: Sequence[_PodSetRequest], explain: bool
+    ) -> WorkloadPlacement | PlacementFailure:
+        """Pod sets one after the other (no pod-set group): every pod bound in listed order, or none."""
+        before = self.index.version
         taken: list[PodBinding] = []
         placed: list[PodSetPlacement] = []
         for request in requests:
             outcome = self._place_pod_set(workload.key, request, taken, explain)
             if isinstance(outcome, PlacementFailure):
                 self._unbind(taken)
+                self.index.restore_version(before)  # every pod taken was given back: nothing changed
                 return outcome
             placed.append(outcome)
         result = WorkloadPlacement(workload.key, tuple(placed))
         self.placements[workload.key] = result
         return result
+
+    def _remember(
+        self,
+        workload: Workload,
+        asked: tuple[PodSetAssignment, ...] | None,
+        before: int,
+        placement: WorkloadPlacement,
+    ) -> None:
+        """Keep a computed placement: asked again in the same free state (a what-if's answer asked by
+        assume, an assumed one asked by bind), it is taken as it is rather than computed anew."""
+        if len(self._answers) >= MAX_ANSWERS:
+            self._answers.clear()
+        shapes = tuple(self.index.capacity[b.node].bound[b.pod][0] for b in placement.bindings)
+        self._answers[workload.key] = _Answer(
+            workload.pod_sets, asked, before, self.index.version, placement, shapes
+        )
+
+    def _retake(self, answer: _Answer) -> WorkloadPlacement:
+        """Bind every pod exactly where the remembered placement put it: the nodes are in the state it
+        was computed in, and placement is a function of that state, so computing would give it again."""
+        capacity = self.index.capacity
+        for binding, shape in zip(answer.placement.bindings, answer.shapes, strict=True):
+            capacity[binding.node].take(binding.pod, shape, binding.gpus)
+            self.index.refresh(binding.node)
+        self.index.restore_version(answer.after)
+        self.placements[answer.placement.workload] = answer.placement
+        self._answers[answer.placement.workload] = answer  # bind may ask after assume was forgotten
+        return answer.placement
+
+    @property
+    def capacity_version(self) -> int:
+        """Names the nodes' free state (:attr:`CapacityIndex.version`)."""
+        return self.index.version
 
     def check(
         self, workload: Workload, pod_sets: Sequence[PodSetAssignment] | None = None
@@ -154,10 +206,12 @@ class Placer:
         """Whether ``place`` would succeed now; nothing changes."""
         if workload.key in self.placements:
             return None
+        before = self.index.version
         outcome = self.place(workload, pod_sets, explain=False)
         if isinstance(outcome, PlacementFailure):
             return outcome
         self.release(workload.key)
+        self.index.restore_version(before)  # released exactly what was taken
         return None
 
     def release(self, key: str) -> None:
@@ -447,6 +501,36 @@ class Placer:
         total = len(self.index.capacity)
         detail = ", ".join(f"{count} {why}" for why, count in sorted(reasons.items()))
         return f"0/{total} nodes are available: {detail or 'no nodes'}."
+
+
+MAX_ANSWERS = 4096  # remembered placements kept at most (one per workload; cleared when full)
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """A placement computed for ``workload`` in the free state ``before``, leaving state ``after``."""
+
+    specs: tuple[PodSet, ...]  # the workload's pod sets (the same object while it is the same workload)
+    asked: tuple[PodSetAssignment, ...] | None
+    before: int
+    after: int
+    placement: WorkloadPlacement
+    shapes: tuple[PodShape, ...]  # each binding's pod shape, in binding order
+
+    def same_question(
+        self, workload: Workload, asked: tuple[PodSetAssignment, ...] | None, version: int
+    ) -> bool:
+        return self.before == version and self.specs is workload.pod_sets and self.asked == asked
+
+
+def _deterministic(chooser: Chooser) -> bool:
+    """Whether placing twice in one state binds alike: not for a policy that draws at random (its
+    generator would advance once less when an answer is reused). Seeded orders are left out too."""
+    if isinstance(chooser, BucketWalk):
+        return True
+    if isinstance(chooser, ScoredBuckets):
+        return chooser.policy.tie_break is TieBreak.ORDER and chooser.policy.name != "random"
+    return False
 
 
 def _requirements_key(requirements: NodeRequirements) -> tuple[object, ...]:

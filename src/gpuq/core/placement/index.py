@@ -86,6 +86,8 @@ class CapacityIndex:
         self._keys: dict[str, BucketKey] = {}
         self._changes: list[str] = []  # names of refreshed nodes, oldest first, repeats kept
         self._changes_start = 0  # the position of _changes[0]
+        self.version = 0  # names the free state of every node: see refresh
+        self._last_version = 0
         by_signature: dict[tuple[object, ...], NodeClass] = {}
         for node in sorted(nodes, key=lambda n: n.name):
             if node.name in self.capacity:
@@ -120,10 +122,17 @@ class CapacityIndex:
     def refresh(self, name: str) -> None:
         """Re-bucket one node after its free capacity changed, and journal the change.
 
+        Every refresh gives :attr:`version` a number never used before, so one version always
+        names one free state of the nodes. A caller that undoes its changes exactly (a what-if
+        placement released, tentative placements forgotten) may set the version it saw back
+        (:meth:`restore_version`): the nodes are in that state again.
+
         The journal always keeps the last ``nodes`` changes; past ``2 × nodes`` (plus a little)
         its older half is dropped, so recording costs O(1) amortized whether anyone reads it or
         not, and a reader that fell further behind rebuilds from the nodes, which costs no more.
         """
+        self._last_version += 1
+        self.version = self._last_version
         self._changes.append(name)
         if len(self._changes) > 2 * len(self.capacity) + 16:
             dropped = len(self._changes) // 2
@@ -136,6 +145,10 @@ class CapacityIndex:
             node_class.remove(name, old)
             node_class.add(name, new)
             self._keys[name] = new
+
+    def restore_version(self, version: int) -> None:
+        """The nodes are back in the free state ``version`` named (the caller undid its changes)."""
+        self.version = version
 
     @property
     def position(self) -> int:

@@ -50,12 +50,15 @@ class TopologyWhatIf:
     def topology_failure(
         self, workload: Workload, pod_sets: Sequence[PodSetAssignment], without: Collection[str] = ()
     ) -> str | None:
+        version = self.placer.index.version
         saved = [self._take_out(key) for key in sorted(without) if key in self.placer.placements]
         try:
             failure = self.placer.check(workload, pod_sets)
         finally:
             for placement, shapes in reversed(saved):
                 self._put_back(placement, shapes)
+        if saved:
+            self.placer.index.restore_version(version)  # every pod is back on its node and GPUs
         return _topology_message(failure)
 
     def _take_out(self, key: str) -> tuple[WorkloadPlacement, list[PodShape]]:
