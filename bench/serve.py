@@ -414,11 +414,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     node_args = [
         *("--gpus", str(args.gpus), "--gpu-model", args.gpu_model),
         *("--cpus", str(args.cpus), "--memory", "512Gi", "--pods", str(args.pods)),
+        *("--rate-limit", str(args.rate_limit)),
     ]
     report: dict[str, Any] = {
         "jobs": args.jobs,
         "clients": args.clients,
         "backend": "postgresql" if args.postgres else "sqlite",
+        "rate_limit": args.rate_limit,
     }
     with tempfile.TemporaryDirectory(prefix="gpuq-bench-serve-") as tmp:
         root = Path(tmp)
@@ -467,7 +469,8 @@ def print_report(report: dict[str, Any]) -> None:
     acc = report["accounting"]
     wall = report["wall_s"]
     print(
-        f"gpuq serve, {report['backend']}: {report['jobs']:,} jobs from {report['clients']} clients\n"
+        f"gpuq serve, {report['backend']}: {report['jobs']:,} jobs from {report['clients']} clients"
+        f" (server --rate-limit {report['rate_limit']:g})\n"
         f"  submissions: {report['submission_wall_s']:.1f}s · {report['submissions_per_s']:,.1f}/s"
         f" · requests {report['requests']} · retries {report['retries']} · refused {report['refused']}\n"
         f"  API latency (POST /apply, one Job): {quantiles_text(report['_latencies'], 'ms', 1000)}\n"
@@ -505,6 +508,13 @@ def main() -> None:
     parser.add_argument("--gpu-model", default="A100-80GB")
     parser.add_argument("--cpus", type=int, default=64, help="the node's declared CPUs [64]")
     parser.add_argument("--pods", type=int, default=1000, help="the node's pod capacity [1000]")
+    parser.add_argument(
+        "--rate-limit",
+        type=float,
+        default=0.0,
+        help="the server's --rate-limit (requests a second per token; 0: none, so the server's speed is "
+        "measured, not its limiter; gpuq serve's own default is 20) [0]",
+    )
     parser.add_argument("--retries", type=int, default=3, help="retries of a 5xx or failed request [3]")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for every job to end")
     parser.add_argument(

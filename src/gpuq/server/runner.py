@@ -199,13 +199,20 @@ class LoopRunner:
         lease_s: float = 5.0,
         interval_s: float = 0.2,
         busy_interval_s: float = 0.02,
+        coalesce_s: float = 0.01,
         gpus: GpuMonitor | None = None,
         finished_ttl_s: float | None = None,
     ) -> None:
         """``finished_ttl_s``: while leader, delete workloads finished longer ago than this, with their logs
-        and pod directories (:mod:`gpuq.run.retention`), every ``cleanup_interval_s``; None keeps them."""
+        and pod directories (:mod:`gpuq.run.retention`), every ``cleanup_interval_s``; None keeps them.
+
+        ``coalesce_s``: a step woken by a change starts at least this long after the previous step
+        started, so a burst of submissions (each one a wakeup) is taken in by one step, not one step
+        each: under load a step's fixed cost (the feed read, the cycle, the commit) is paid once per
+        ``coalesce_s``, at the price of at most that much added latency to admission."""
         self.url, self.identity, self.lease_s, self.interval_s = url, identity, lease_s, interval_s
-        self.busy_interval_s = busy_interval_s
+        self.busy_interval_s, self.coalesce_s = busy_interval_s, coalesce_s
+        self._step_started = 0.0  # time.monotonic() when the last step began
         self._wakeup: Wakeup | None = None
         self.finished_ttl_s = finished_ttl_s
         self.cleanup_interval_s = min(60.0, max(1.0, (finished_ttl_s or 0.0) / 10))
@@ -357,6 +364,7 @@ class LoopRunner:
                         if loop is None:  # it could not be built: tried again at the next interval
                             self._stop.wait(self.interval_s)
                         continue  # building may take long (Ray starts): confirm the lease, then step
+                    self._step_started = time.monotonic()
                     lost = self._step(loop)
                     if lost is None and time.monotonic() >= next_gpu_check:
                         lost = self._check_gpus(store)
@@ -384,8 +392,11 @@ class LoopRunner:
         timeout = self.busy_interval_s if loop is not None and loop.busy else self.interval_s
         if self._wakeup is None:
             self._stop.wait(timeout)
-        else:
-            self._wakeup.wait(timeout)
+            return
+        if self._wakeup.wait(timeout) and loop is not None:
+            early = self.coalesce_s - (time.monotonic() - self._step_started)
+            if early > 0:
+                self._stop.wait(early)
 
     def _lead(self, store: Store, token: int) -> ControlLoop | None:
         """A new loop for this tenure, or None (the error recorded) when it cannot be built."""
