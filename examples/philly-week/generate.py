@@ -19,7 +19,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PHILLY = HERE.parent / "philly"
-TRACE = HERE.parents[2] / "shared" / "traces" / "philly" / "philly_jobs_sia.csv.xz"
+TRACE = HERE.parents[1] / "data" / "traces" / "philly" / "philly_jobs_sia.csv.xz"
 WEEK = ("2017-10-02", "2017-10-09")
 NODES = {321: 64, 231: 46}
 SHARE = 5

@@ -1,4 +1,4 @@
-"""Writes nodes.yaml and queues.yaml of the Philly replay from the staged trace folder.
+"""Writes nodes.yaml and queues.yaml of the Philly replay from the trace folder staged in the repository (data/traces/philly).
 
     .venv/bin/python examples/philly/generate.py
 
@@ -20,7 +20,7 @@ import yaml
 from gpuq.sim.traces.nodes import philly_pools
 
 HERE = Path(__file__).resolve().parent
-TRACES = HERE.parents[2] / "shared" / "traces" / "philly"
+TRACES = HERE.parents[1] / "data" / "traces" / "philly"  # the staged copy, with its README and license
 UNLISTED = ("23dbec", "51b7ef", "795a4c", "925e2b")
 
 
