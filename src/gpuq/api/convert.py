@@ -18,6 +18,7 @@ from gpuq.api.deadlines import deadline_of
 from gpuq.api.diagnostics import Manifest
 from gpuq.api.pods import effective_pod_requests
 from gpuq.api.topology_requests import topology_request
+from gpuq.core import backfill
 from gpuq.core import model as core
 from gpuq.core.quantity import to_amount
 
@@ -154,9 +155,12 @@ def cluster_queue(cq: kueue.ClusterQueue) -> core.ClusterQueue:
         admission_checks=tuple(core.AdmissionCheckRule(r.name, tuple(r.on_flavors)) for r in rules),
         stop_policy=core.StopPolicy(spec.stop_policy),
         least_lost_work=cq.metadata.annotations.get(VICTIM_ORDER) == "lost-work",
+        backfill=cq.metadata.annotations.get(BACKFILL) == "true",
     )
 
 
+BACKFILL = backfill.BACKFILL
+"""On a StrictFIFO ClusterQueue: ``"true"`` backfills ahead of a blocked head (docs/backfill.md)."""
 VICTIM_ORDER = "gpuq.dev/victim-order"
 """On a ClusterQueue: ``lost-work`` orders its preemption candidates of one priority by the work they
 would lose (docs/preemption-protection.md)."""
@@ -328,6 +332,9 @@ def workload(
         inadmissible=charges.problem[1] if charges.problem else "",
         admission_gated_by=_gated_by(wl, gates),
         min_runtime_s=workload_gates.min_runtime_s(annotations.get(workload_gates.MIN_RUNTIME)) or 0.0,
+        expected_runtime_s=workload_gates.expected_duration(
+            annotations.get(workload_gates.EXPECTED_DURATION)
+        )[0],
         maximum_execution_s=wl.spec.maximum_execution_time_seconds,
         past_execution_s=status.accumulated_past_execution_time_seconds or 0,
         deadline=deadline_of(meta.annotations, meta.creation_timestamp or 0.0),

@@ -169,6 +169,9 @@ class Settings(Strict):
     checkpoint_interval: PositiveSeconds | None = None
     min_runtime: Seconds | None = None  # gpuq.dev/min-runtime of every workload that sets none
     victim_order: Literal["kueue", "lost-work"] | None = None  # every ClusterQueue's gpuq.dev/victim-order
+    backfill: bool | None = None  # every StrictFIFO ClusterQueue's gpuq.dev/backfill
+    declared_runtime_factor: Annotated[float, Field(gt=0, le=1000)] | None = None
+    """Each workload without a gpuq.dev/expected-duration declares startupDelay + factor × its runtime."""
     bins: Annotated[int, Field(gt=0, le=10_000)] = 240
     node_changes: list[NodeChangeSpec] = Field(default_factory=list)
 
@@ -180,6 +183,8 @@ class SettingsOverride(Strict):
     checkpoint_interval: PositiveSeconds | None = None
     min_runtime: Seconds | None = None
     victim_order: Literal["kueue", "lost-work"] | None = None
+    backfill: bool | None = None
+    declared_runtime_factor: Annotated[float, Field(gt=0, le=1000)] | None = None
 
 
 class SpotInterruption(Strict):

@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from gpuq.api import dra, dra_checks, kueue, machines, topology_requests, workload_gates
+from gpuq.api.convert import BACKFILL, VICTIM_ORDER
 from gpuq.api.deadlines import deadline_problems
 from gpuq.api.diagnostics import Diagnostic, FieldPath, Manifest
 from gpuq.api.names import (
@@ -65,6 +66,30 @@ def validate_object(manifest: Manifest) -> list[Diagnostic]:
     if isinstance(obj, kueue.Workload):
         out += topology_requests.ignored_annotations(manifest)
         out += _gate_annotations(manifest, obj)
+    if isinstance(obj, kueue.ClusterQueue):
+        out += _queue_annotations(manifest, obj)
+    return out
+
+
+def _queue_annotations(manifest: Manifest, cq: kueue.ClusterQueue) -> list[Diagnostic]:
+    """gpuq's own ClusterQueue annotations (a real Kueue ignores them): ``gpuq.dev/backfill`` and
+    ``gpuq.dev/victim-order``, whose values are checked here, not silently read as off."""
+    annotations = cq.metadata.annotations
+    out: list[Diagnostic] = []
+    backfill = annotations.get(BACKFILL)
+    at = ("metadata", "annotations", BACKFILL)
+    if backfill is not None and backfill not in ("true", "false"):
+        out.append(manifest.diagnostic(at, f'{backfill!r} must be "true" or "false"'))
+    elif backfill == "true" and cq.spec.queueing_strategy != "StrictFIFO":
+        message = (
+            "has no effect on a BestEffortFIFO queue, where later workloads already pass a head that "
+            "cannot be admitted; backfill applies to StrictFIFO queues"
+        )
+        out.append(manifest.diagnostic(at, message, "warning"))
+    order = annotations.get(VICTIM_ORDER)
+    if order is not None and order not in ("kueue", "lost-work"):
+        at = ("metadata", "annotations", VICTIM_ORDER)
+        out.append(manifest.diagnostic(at, f'{order!r} must be "kueue" or "lost-work"'))
     return out
 
 
@@ -77,6 +102,10 @@ def _gate_annotations(manifest: Manifest, wl: kueue.Workload) -> list[Diagnostic
         gated = annotations.get(workload_gates.ADMISSION_GATED_BY) or ""
         at = ("metadata", "annotations", workload_gates.ADMISSION_GATED_BY)
         out += [manifest.diagnostic(at, p) for p in workload_gates.admission_gate_problems(gated)]
+    expected = annotations.get(workload_gates.EXPECTED_DURATION)
+    if expected is not None and (problem := workload_gates.expected_duration(expected)[1]):
+        at = ("metadata", "annotations", workload_gates.EXPECTED_DURATION)
+        out.append(manifest.diagnostic(at, problem, "warning"))
     protection = annotations.get(workload_gates.MIN_RUNTIME)
     if protection is not None and workload_gates.min_runtime_s(protection) is None:
         at = ("metadata", "annotations", workload_gates.MIN_RUNTIME)
@@ -86,7 +115,7 @@ def _gate_annotations(manifest: Manifest, wl: kueue.Workload) -> list[Diagnostic
     if boost is not None and workload_gates.priority_boost(boost) is None:
         at = ("metadata", "annotations", workload_gates.PRIORITY_BOOST)
         message = (
-            f"{boost!r} must be a signed 32-bit integer (use \"0\" explicitly): Kueue's webhook refuses it "
+            f'{boost!r} must be a signed 32-bit integer (use "0" explicitly): Kueue\'s webhook refuses it '
             "when the PriorityBoost gate is on; gpuq adds no boost"
         )
         out.append(manifest.diagnostic(at, message, "warning"))

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Mapping
 
@@ -25,6 +26,9 @@ ADMISSION_GATED_BY = "kueue.x-k8s.io/admission-gated-by"
 MIN_RUNTIME = "gpuq.dev/min-runtime"
 """gpuq's preemption protection: for this long after its quota is reserved the workload is no
 preemption candidate (a Go duration, ``30m``; docs/preemption-protection.md)."""
+EXPECTED_DURATION = "gpuq.dev/expected-duration"
+"""How long a workload runs, as its owner declares it: forecasts and the simulator read it, and
+backfill admits a workload ahead of a reserved head only when it ends in time (docs/backfill.md)."""
 PRIORITY_BOOST = "kueue.x-k8s.io/priority-boost"
 GATE_DEFAULTS: Mapping[str, bool] = {"AdmissionGatedBy": True, "PriorityBoost": False}
 MAX_GATE_NAME_LENGTH = 63
@@ -84,3 +88,26 @@ def priority_boost(value: str | None) -> int | None:
         return None
     boost = int(value)
     return boost if _INT32[0] <= boost <= _INT32[1] else None
+
+
+def expected_duration(value: str | None) -> tuple[float | None, str]:
+    """Seconds from a ``gpuq.dev/expected-duration`` annotation (``30m``, ``2h``, ``1h30m``, ``900``), or
+    None with why it was ignored."""
+    if value is None:
+        return None, ""
+    text = value.strip()
+    try:
+        seconds = float(text) if _is_number(text) else parse_duration(text)
+    except ValueError:
+        return None, f"ignored {EXPECTED_DURATION}={value!r}: not a duration (e.g. 30m, 2h, 1h30m, 900)"
+    if not math.isfinite(seconds) or seconds <= 0:
+        return None, f"ignored {EXPECTED_DURATION}={value!r}: must be a positive duration"
+    return seconds, ""
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

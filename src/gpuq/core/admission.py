@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from gpuq.core import fairshare
+from gpuq.core import backfill, fairshare
 from gpuq.core.binding import Binder
 from gpuq.core.decisions import Admit, CycleResult, Pending, Preempt
 from gpuq.core.flavors import Assignment, FlavorAssigner, Mode
@@ -78,6 +78,11 @@ class Scheduler:
         self.reserved_checks: dict[str, dict[str, CheckState]] = {}
         self.last_tried: dict[str, list[dict[str, int]]] = {}
         self.why: dict[str, Pending] = {}  # the latest reason each queued workload waits
+        self.reservations: dict[str, float] = {}
+        """Heads of backfill queues by key: the time each is reserved to start (:mod:`.backfill`)."""
+        self._held: dict[str, dict[FlavorResource, int]] = {}  # this cycle's capacity kept for heads
+        self.overran: set[str] = set()
+        """Workloads evicted at the runtime they were backfilled with: never backfilled again."""
 
     # ----------------------------------------------------------------- intake
     def submit(self, workload: Workload, placed: Sequence[PodBinding] | None = None) -> None:
@@ -219,9 +224,14 @@ class Scheduler:
         pending: list[Pending] = [self._pending(e, e.inadmissible) for e in entries if e.inadmissible]
         cycle_usage: list[tuple[str, dict[FlavorResource, int]]] = []
         victims: dict[str, AdmittedWorkload] = {}
+        self._held = {}
         try:
             for entry in ordered:
                 self._process(entry, cycle_usage, victims, admitted, preempted, pending)
+            if any(self.config.cluster_queues[e.cluster_queue].backfill for e in entries):
+                entries = entries + self._backfill(
+                    entries, now, cycle_usage, victims, admitted, preempted, pending
+                )
         finally:
             for cq_name, usage in reversed(cycle_usage):
                 self.state.tree.remove(cq_name, usage)
@@ -252,6 +262,7 @@ class Scheduler:
                 reserve = self._reservation(entry)
                 self.state.tree.add(entry.cluster_queue, reserve)
                 cycle_usage.append((entry.cluster_queue, reserve))
+                self._held[entry.key] = reserve
             entry.requeue = RequeueReason.PREEMPTION_NO_CANDIDATES
             pending.append(_nofit_pending(entry))
             return
@@ -304,6 +315,82 @@ class Scheduler:
             )
             return
         admitted.append(self._admit(entry, cq, assignment))
+
+    def _backfill(
+        self,
+        entries: list[Entry],
+        now: float,
+        cycle_usage: list[tuple[str, dict[FlavorResource, int]]],
+        victims: dict[str, AdmittedWorkload],
+        admitted: list[Admit],
+        preempted: list[Preempt],
+        pending: list[Pending],
+    ) -> list[Entry]:
+        """Steps 1 and 2 of :mod:`gpuq.core.backfill` for each blocked head of a backfill queue; the
+        entries it admitted (to be applied with the heads)."""
+        # A victim's cohort tree is its preemptor's.
+        queues = [a.cluster_queue for a in admitted] + [p.cluster_queue for p in preempted]
+        touched = {self.state.node(name).root() for name in queues}
+        admitted_keys = {a.workload for a in admitted}
+        backfilled: list[Entry] = []
+        for head in entries:
+            cq = self.config.cluster_queues[head.cluster_queue]
+            if not cq.backfill or cq.queueing_strategy != QueueingStrategy.STRICT_FIFO:
+                continue
+            blocked = head.requeue in (RequeueReason.NO_FIT, RequeueReason.PREEMPTION_NO_CANDIDATES)
+            if head.key in admitted_keys or head.inadmissible or not blocked:
+                self.reservations.pop(head.key, None)
+                continue
+            if self.state.node(head.cluster_queue).root() in touched:
+                continue  # planned next cycle, with this cycle's admissions counted
+            # The capacity Kueue keeps for a head without preemption candidates is the head's to
+            # lend: the reservation protects it instead, so candidates may use it until then.
+            held = self._held.get(head.key, {})
+            self.state.tree.remove(head.cluster_queue, held)
+            try:
+                reserved_at = backfill.reservation(self.state, head.workload, head.cluster_queue, now)
+                if reserved_at is None:
+                    self.reservations.pop(head.key, None)
+                    continue
+                self.reservations[head.key] = reserved_at
+                backfilled += self._backfill_behind(
+                    head, now, reserved_at, cycle_usage, victims, admitted, preempted
+                )
+            finally:
+                self.state.tree.add(head.cluster_queue, held)
+            for index, why in enumerate(pending):
+                if why.workload == head.key:
+                    pending[index] = self._pending(head, f"{why.message}; {backfill.RESERVED}", why.reason)
+        return backfilled
+
+    def _backfill_behind(
+        self,
+        head: Entry,
+        now: float,
+        reserved_at: float,
+        cycle_usage: list[tuple[str, dict[FlavorResource, int]]],
+        victims: dict[str, AdmittedWorkload],
+        admitted: list[Admit],
+        preempted: list[Preempt],
+    ) -> list[Entry]:
+        """Step 2 of :mod:`gpuq.core.backfill`: the workloads behind ``head`` that end before its
+        reservation and fit now, admitted in queue order with their declared runtime as run limit."""
+        oracle = self.binder.oracle if self.binder is not None else None
+        queued = self.queues[head.cluster_queue].queued_after_head(backfill.CANDIDATES)
+        queued = [w for w in queued if w.key not in self.overran]
+        chosen: list[Entry] = []
+        for workload, runtime in backfill.candidates(queued, now, reserved_at):
+            entry = Entry(workload, head.cluster_queue)
+            nominate(self.state, entry, now, None, oracle)
+            assignment = entry.assignment
+            if entry.inadmissible or assignment is None or assignment.mode != Mode.FIT or entry.targets:
+                continue
+            count = len(admitted)
+            self._process(entry, cycle_usage, victims, admitted, preempted, [])
+            if len(admitted) > count:
+                admitted[-1] = replace(admitted[-1], run_limit_s=runtime)
+                chosen.append(entry)
+        return chosen
 
     def _recompute_overlapping(
         self,
@@ -405,6 +492,7 @@ class Scheduler:
                     self._park_equivalent(queue, entry)
                 continue
             queue.delete(entry.key)
+            self.reservations.pop(entry.key, None)
             self.why.pop(entry.key, None)
             self.last_tried.pop(entry.key, None)
             usage = admission_usage(_admission(decision))
@@ -463,6 +551,7 @@ class Scheduler:
         self._release_nodes(key)
         self.reserved_checks.pop(key, None)
         self.workloads.pop(key, None)
+        self.overran.discard(key)
         self.wake(admitted.cluster_queue)
 
     @property
@@ -544,12 +633,19 @@ class Scheduler:
         if queue is not None:
             queue.requeue_inadmissible()
 
+    def run_limit_exceeded(self, key: str) -> None:
+        """``key`` ran past the runtime it was backfilled with (the lifecycle evicts it): its
+        declared runtime is not to be trusted again, so it waits its turn from now on."""
+        self.overran.add(key)
+
     def withdraw(self, key: str) -> None:
         """Forget a workload that holds no quota (deleted while it waited)."""
         workload = self.workloads.pop(key, None)
         self.why.pop(key, None)
         self.last_tried.pop(key, None)
         self.unqueued.pop(key, None)
+        self.reservations.pop(key, None)
+        self.overran.discard(key)
         target = self.route(workload)[0] if workload is not None else None
         queues = [self.queues[target]] if target is not None else list(self.queues.values())
         for queue in queues:

@@ -22,6 +22,9 @@ class Admit:
     borrowing: bool = False
     checks_pending: tuple[str, ...] = ()
     message: str = ""
+    run_limit_s: float | None = None
+    """Backfilled ahead of a reserved head: the workload must release its quota this long after the
+    reservation (its declared runtime); the lifecycle evicts and requeues it there."""
 
     @property
     def admitted(self) -> bool:

@@ -196,6 +196,10 @@ class ClusterQueue:
     least_lost_work: bool = False
     """``gpuq.dev/victim-order: lost-work``: among preemption candidates of one priority, those that
     lose the least work since their last checkpoint go first (Kueue: the most recently admitted)."""
+    backfill: bool = False
+    """``gpuq.dev/backfill: "true"`` on a StrictFIFO queue: a head that cannot be admitted gets a
+    reservation, and later workloads that end before it are admitted meanwhile (gpuq's; Kueue has
+    none: :mod:`gpuq.core.backfill`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +324,9 @@ class Workload:
     admission_gated_by: str = ""
     """The controllers that gate its admission (``kueue.x-k8s.io/admission-gated-by``): while set, the
     workload is not queued and stays pending with "Admission is gated by: ..."."""
+    expected_runtime_s: float | None = None
+    """``gpuq.dev/expected-duration``: how long it holds quota once admitted, as its owner declares it;
+    read by backfill only (with ``maximum_execution_s``, the upper bound Kueue enforces)."""
     deadline: float | None = None
     """When its owner needs it finished, on the clock of ``creation_time`` (the ``gpuq.dev/deadline``
     annotations): reported as met or missed, never used to order or admit."""

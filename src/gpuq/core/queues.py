@@ -326,6 +326,14 @@ class ClusterQueueQueue:
             self._following[shape] = group if following is None else following.merge(group)
         return woken
 
+    def queued_after_head(self, limit: int) -> list[Workload]:
+        """Up to ``limit`` active workloads behind the head, in queue order (backfill's candidates):
+        one pass over the active ones, so a deep queue costs its length, not a sort."""
+        head = self.head()
+        active = [w for w in self._entries.values() if w is not head]
+        active += [w for group in self._following.values() for w in group.members.values() if w is not head]
+        return heapq.nsmallest(limit, active, key=_order)
+
     def pending(self) -> Iterable[Workload]:
         yield from self._entries.values()
         for groups in (self._following, self._parked):

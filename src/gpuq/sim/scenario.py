@@ -29,7 +29,7 @@ from gpuq.api.scenario import (
     SettingsOverride,
     TraceSource,
 )
-from gpuq.core.model import Admission, ClusterConfig
+from gpuq.core.model import Admission, ClusterConfig, QueueingStrategy
 from gpuq.core.nodes import Node
 from gpuq.sim.cron_jobs import CronJobs, CronPlan, CronPlanError, cron_plan
 from gpuq.sim.fcfs import ANY_FLAVOR, FCFS_QUEUE, fcfs_config
@@ -311,6 +311,19 @@ def prepare(plan: ScenarioPlan, variant: VariantPlan, trace: TraceRead) -> Prepa
         least = order == "lost-work"
         queues = {n: dataclasses.replace(q, least_lost_work=least) for n, q in config.cluster_queues.items()}
         config = dataclasses.replace(config, cluster_queues=queues)
+    backfill = variant.override.backfill if variant.override.backfill is not None else base_settings.backfill
+    if backfill is not None:
+        queues = {
+            n: dataclasses.replace(
+                q, backfill=backfill and q.queueing_strategy == QueueingStrategy.STRICT_FIFO
+            )
+            for n, q in config.cluster_queues.items()
+        }
+        config = dataclasses.replace(config, cluster_queues=queues)
+    factor = variant.override.declared_runtime_factor or base_settings.declared_runtime_factor
+    if factor is not None:
+        jobs = [_declared(j, factor, settings.startup_s) for j in jobs]
+        pending = [_declared(j, factor, settings.startup_s) for j in pending]
     jobs, pending = _checkpointed(jobs, settings.checkpoint_s), _checkpointed(pending, settings.checkpoint_s)
     residents = [
         dataclasses.replace(r, job=_checkpointed([r.job], settings.checkpoint_s)[0]) for r in residents
@@ -439,6 +452,15 @@ def _checkpointed(jobs: list[SimJob], default_s: float | None) -> list[SimJob]:
             )
         out.append(job)
     return out
+
+
+def _declared(job: SimJob, factor: float, startup_s: float) -> SimJob:
+    """``job`` declaring its start-up plus ``factor`` times its run as its runtime (what backfill
+    reads), unless its own ``gpuq.dev/expected-duration`` says otherwise."""
+    if job.workload.expected_runtime_s is not None:
+        return job
+    declared = startup_s + factor * job.duration_s
+    return dataclasses.replace(job, workload=dataclasses.replace(job.workload, expected_runtime_s=declared))
 
 
 def _protected(job: SimJob, seconds: float) -> SimJob:

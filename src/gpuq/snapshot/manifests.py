@@ -8,12 +8,11 @@ since its ``PodsReady`` condition (else since its quota reservation); the others
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from gpuq.api import kueue
-from gpuq.api.kueue import parse_duration
 from gpuq.api.loader import LoadResult
+from gpuq.api.workload_gates import expected_duration
 from gpuq.core.model import Workload
 from gpuq.core.nodes import gpu_demand
 from gpuq.snapshot.cluster import PendingWorkload, RunningWorkload, Snapshot
@@ -44,29 +43,6 @@ def declared(model: kueue.Workload, deadline_s: float | None = None) -> Declared
     deadline = float(min(limits)) if limits else None
     expected, problem = expected_duration(meta.annotations.get(EXPECTED_DURATION))
     return Declared(user, expected, deadline, problem)
-
-
-def expected_duration(value: str | None) -> tuple[float | None, str]:
-    """Seconds from a ``gpuq.dev/expected-duration`` annotation (``30m``, ``2h``, ``1h30m``, ``900``), or
-    None with why it was ignored."""
-    if value is None:
-        return None, ""
-    text = value.strip()
-    try:
-        seconds = float(text) if _is_number(text) else parse_duration(text)
-    except ValueError:
-        return None, f"ignored {EXPECTED_DURATION}={value!r}: not a duration (e.g. 30m, 2h, 1h30m, 900)"
-    if not math.isfinite(seconds) or seconds <= 0:
-        return None, f"ignored {EXPECTED_DURATION}={value!r}: must be a positive duration"
-    return seconds, ""
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def profile_of(workload: Workload, facts: Declared) -> Profile:

@@ -23,7 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-EXPECTED_DURATION = "gpuq.dev/expected-duration"
+from gpuq.api.workload_gates import EXPECTED_DURATION as EXPECTED_DURATION
+
 USER_LABEL = "gpuq.dev/user"
 OVERDUE_FLOOR_S = 60.0  # a workload past every estimate is given at least this long again
 

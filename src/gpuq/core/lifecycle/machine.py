@@ -71,6 +71,7 @@ from gpuq.core.placement.engine import PodBinding
 S = WorkloadState
 WAITING = (S.QUOTA_RESERVED, S.ADMITTED)  # hold quota, pods not all running
 MAX_EXECUTION_EXCEEDED = "MaximumExecutionTimeExceeded"  # the underlying cause of the deactivation
+BACKFILL_LIMIT_EXCEEDED = "BackfillLimitExceeded"  # backfilled, it ran past its declared runtime: evicted
 
 
 class LifecycleHooks(Protocol):
@@ -128,6 +129,8 @@ class Life:
     evicting_requeue_at: float | None = None
     message: str = ""  # the last pending message reported
     admitted_at: float | None = None  # Admitted since (maximumExecutionTimeSeconds)
+    run_limit_at: float | None = None  # backfilled: its quota is due back by then (gpuq.core.backfill)
+    run_limit_s: float = 0.0  # the declared runtime it was backfilled with
     past_execution_s: int = -1  # whole seconds Admitted in earlier admissions (-1: the workload's)
 
     def __post_init__(self) -> None:
@@ -312,7 +315,11 @@ class Lifecycle:
         life.cluster_queue = decision.cluster_queue
         life.workload = self.scheduler.admitted_workload(key) or life.workload
         life.message = ""
+        life.run_limit_at = None if decision.run_limit_s is None else at + decision.run_limit_s
+        life.run_limit_s = decision.run_limit_s or 0.0
         self.hooks.effect(Reserved(key, decision, state, self.scheduler.usage_of(key), at))
+        if life.run_limit_at is not None:
+            self.hooks.effect(WakeAt(key, Timer.MAX_EXECUTION, life.run_limit_at, life.token))
         if state == S.ADMITTED:
             self._admitted(life, at)
         if life.workload.min_runtime_s > 0:
@@ -472,6 +479,19 @@ class Lifecycle:
         elif event.timer == Timer.PROTECTION and life.state.holds_quota:
             self.scheduler.protection_ended(life.key)
             self._dirty = True
+        elif (
+            event.timer == Timer.MAX_EXECUTION
+            and life.run_limit_at is not None
+            and event.at >= life.run_limit_at
+            and life.state.holds_quota
+            and not life.evicting
+        ):
+            self.scheduler.run_limit_exceeded(life.key)
+            message = (
+                f"Evicted at the end of the declared runtime it was backfilled with ({life.run_limit_s:g}s): "
+                "its quota is reserved for the head of its ClusterQueue"
+            )
+            self._evict(life, BACKFILL_LIMIT_EXCEEDED, message, event.at)
         elif event.timer == Timer.MAX_EXECUTION and life.admitted_at is not None and not life.evicting:
             message = "The workload is deactivated due to exceeding the maximum execution time"
             self._end(life, S.INACTIVE, "deactivated", MAX_EXECUTION_EXCEEDED, message, event.at)
