@@ -189,9 +189,19 @@ def _local_queues(models: Sequence[Any]) -> dict[tuple[str, str], core.LocalQueu
                 obj.spec.cluster_queue,
                 core.StopPolicy(obj.spec.stop_policy),
                 fair_weight(obj.spec.fair_sharing),
+                *_consumed(obj.status),
             )
             out.setdefault((namespace, lq.name), lq)
     return dict(sorted(out.items()))
+
+
+def _consumed(status: kueue.LocalQueueStatus | None) -> tuple[dict[str, float], float | None]:
+    """A LocalQueue's persisted Admission Fair Sharing usage: (consumedResources, lastUpdate)."""
+    fair = status.fair_sharing if status is not None else None
+    afs = fair.admission_fair_sharing_status if fair is not None else None
+    if afs is None:
+        return {}, None
+    return {r: float(v) for r, v in sorted(afs.consumed_resources.items())}, afs.last_update
 
 
 def _namespace_labels(models: Sequence[Any]) -> dict[str, Mapping[str, str]]:

@@ -308,8 +308,25 @@ class LocalQueueSpec(Strict):
     fair_sharing: FairSharingWeight | None = None
 
 
+class AdmissionFairSharingStatus(Loose):
+    consumed_resources: dict[str, Quantity] = Field(default_factory=dict)
+    last_update: Timestamp | None = None
+
+
+class LocalQueueFairSharingStatus(Loose):
+    admission_fair_sharing_status: AdmissionFairSharingStatus | None = None
+
+
+class LocalQueueStatus(Loose):
+    """What Kueue persists of a LocalQueue that decisions read: its Admission Fair Sharing history
+    (a restarted Kueue seeds its usage ledger from it; so does gpuq)."""
+
+    fair_sharing: LocalQueueFairSharingStatus | None = None
+
+
 class LocalQueue(Object):
     spec: LocalQueueSpec
+    status: LocalQueueStatus | None = None
 
 
 class WorkloadPriorityClass(Object):

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuq.core.admission_fairshare import status_view
 from gpuq.core.model import CheckState, Workload
 
 if TYPE_CHECKING:
     from gpuq.api.loader import LoadResult
+    from gpuq.core.admission import Scheduler
     from gpuq.core.cycles import AdmitRun
 
 PENDING, QUOTA_RESERVED, ADMITTED = "Pending", "QuotaReserved", "Admitted"
@@ -36,6 +38,8 @@ class Snapshot:
     kinds: dict[str, str] = field(default_factory=dict)  # workload key -> source kind
     sources: dict[str, str] = field(default_factory=dict)  # workload key -> the source's name
     manifests: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    fair_sharing: dict[tuple[str, str], dict[str, object]] = field(default_factory=dict)
+    """LocalQueue -> its ``status.fairSharing`` (Admission Fair Sharing), from the cycles' scheduler."""
 
     @property
     def workloads(self) -> tuple[Workload, ...]:
@@ -62,8 +66,18 @@ def snapshot(files: list[str], *, admit: bool, policy: str) -> Snapshot:
     taken.manifests.update(_as_written(files, {key[0] for key in taken.manifests}))
     if admit:
         taken.at = snapshot_time(result)
-        taken.run = run_cycles(scheduler_for(result, policy), now=taken.at)
+        scheduler = scheduler_for(result, policy)
+        taken.run = run_cycles(scheduler, now=taken.at)
+        taken.fair_sharing = _fair_sharing(scheduler)
     return taken
+
+
+def _fair_sharing(scheduler: Scheduler) -> dict[tuple[str, str], dict[str, object]]:
+    usage = scheduler.fair_usage
+    if usage is None:
+        return {}
+    views = {lq: status_view(usage, lq) for lq in sorted(usage.local_queues)}
+    return {lq: view for lq, view in views.items() if view is not None}
 
 
 def _as_written(files: list[str], kinds: set[str]) -> dict[tuple[str, str, str], dict[str, Any]]:
@@ -169,7 +183,9 @@ def _cluster_queue_of(taken: Snapshot, workload: Workload) -> str:
     return queue.cluster_queue if queue is not None else ""
 
 
-def _object(kind: str, namespace: str, name: str, manifest: Mapping[str, Any], status: dict[str, int]) -> Any:
+def _object(
+    kind: str, namespace: str, name: str, manifest: Mapping[str, Any], status: Mapping[str, object]
+) -> Any:
     return {
         "kind": kind,
         "apiVersion": manifest.get("apiVersion", ""),
@@ -210,11 +226,23 @@ def local_queue_items(taken: Snapshot, namespace: str | None = None) -> list[dic
             queue_namespace,
             name,
             manifest,
-            _counts(w for w in workloads if (w["namespace"], w["queue"]) == (queue_namespace, name)),
+            _local_queue_status(taken, manifest, (queue_namespace, name), workloads),
         )
         for (kind, queue_namespace, name), manifest in sorted(taken.manifests.items())
         if kind == "LocalQueue" and (namespace is None or queue_namespace == namespace)
     ]
+
+
+def _local_queue_status(
+    taken: Snapshot, manifest: Mapping[str, Any], lq: tuple[str, str], workloads: list[dict[str, Any]]
+) -> dict[str, object]:
+    """Counts, and ``fairSharing`` as the cycles left it (``--admit``) or as the file wrote it."""
+    status: dict[str, object] = dict(_counts(w for w in workloads if (w["namespace"], w["queue"]) == lq))
+    written = manifest.get("status")
+    fair = taken.fair_sharing.get(lq) or (written.get("fairSharing") if isinstance(written, dict) else None)
+    if fair:
+        status["fairSharing"] = fair
+    return status
 
 
 def pending_items(

@@ -25,10 +25,11 @@ bytes, GPUs in devices); time is seconds on whatever clock the shell feeds in.
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gpuq.core.model import AdmissionFairSharing, AdmissionMode, ClusterConfig, Workload
+from gpuq.core.model import AdmissionFairSharing, AdmissionMode, ClusterConfig, LocalQueue, Workload
 from gpuq.core.quantity import MILLI_RESOURCES
 
 GATE = "AdmissionFairSharing"
@@ -189,8 +190,26 @@ class LocalQueueUsage:
         }
         self.weights = {key: float(lq.fair_weight) for key, lq in config.local_queues.items()}
         self.ledger = UsageLedger(afs)
+        for key, lq in self.local_queues_seeded(config):
+            self.ledger.seed(key, lq.consumed, lq.consumed_at or 0.0)
         self.values: dict[LocalQueueKey, float] = {}
         self.admitted: dict[LocalQueueKey, dict[str, Usage]] = {}  # LocalQueue -> workload -> usage
+
+    def local_queues_seeded(self, config: ClusterConfig) -> list[tuple[LocalQueueKey, LocalQueue]]:
+        """The LocalQueues whose status carries consumed usage (a dump of a running Kueue)."""
+        return [
+            (key, lq)
+            for key, lq in sorted(config.local_queues.items())
+            if key in self.local_queues and lq.consumed_at is not None
+        ]
+
+    def carry_over(self, previous: LocalQueueUsage) -> None:
+        """Keep the history of a scheduler this one replaces (a configuration reload): consumed
+        usage and its lastUpdate per LocalQueue that still takes part."""
+        for key, entry in sorted(previous.ledger.entries.items()):
+            if key in self.local_queues:
+                self.ledger.seed(key, entry.consumed, entry.last_update)
+                self._refresh(key)
 
     @classmethod
     def of_config(cls, config: ClusterConfig) -> LocalQueueUsage | None:
@@ -259,3 +278,25 @@ class LocalQueueUsage:
         None for a LocalQueue never sampled or charged."""
         entry = self.ledger.entries.get(lq)
         return None if entry is None else (dict(entry.consumed), entry.last_update)
+
+
+def quantity_text(amount: float) -> str:
+    """A Kueue-unit amount as Kubernetes writes it, to the milli-unit (``resource.MulByFloat``)."""
+    milli = round(amount * 1000)
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+
+
+def status_view(usage: LocalQueueUsage | None, lq: LocalQueueKey) -> dict[str, object] | None:
+    """A LocalQueue's ``status.fairSharing`` as Kueue's LocalQueue controller writes it
+    (``initializeAfsIfNeeded`` leaves ``weightedShare`` 0), or None when it takes no part in
+    Admission Fair Sharing."""
+    status = usage.status(lq) if usage is not None else None
+    if status is None:
+        return None
+    consumed, last_update = status
+    stamp = datetime.fromtimestamp(last_update, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    resources = {r: quantity_text(v) for r, v in sorted(consumed.items())}
+    return {
+        "weightedShare": 0,
+        "admissionFairSharingStatus": {"consumedResources": resources, "lastUpdate": stamp},
+    }

@@ -221,6 +221,10 @@ class LocalQueue:
     cluster_queue: str
     stop_policy: StopPolicy = StopPolicy.NONE
     fair_weight: Fraction = Fraction(1)  # spec.fairSharing.weight: divides its admission fair-sharing usage
+    consumed: Mapping[str, float] = field(default_factory=dict)
+    """``status.fairSharing.admissionFairSharingStatus.consumedResources`` in Kueue's units (CPU in
+    cores): the decayed usage Admission Fair Sharing starts from."""
+    consumed_at: float | None = None  # its lastUpdate
 
 
 @dataclass(frozen=True, slots=True)
