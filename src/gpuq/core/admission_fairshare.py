@@ -25,9 +25,9 @@ bytes, GPUs in devices); time is seconds on whatever clock the shell feeds in.
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from gpuq.core.model import AdmissionFairSharing, AdmissionMode, ClusterConfig, LocalQueue, Workload
 from gpuq.core.quantity import MILLI_RESOURCES

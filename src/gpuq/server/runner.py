@@ -42,6 +42,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from gpuq.core.admission_fairshare import status_view
 from gpuq.run.gpus import GPUTelemetry
 from gpuq.run.loop import ControlLoop
 from gpuq.run.metrics import ControlPlaneCollector
@@ -80,6 +81,22 @@ def queue_usage(loop: ControlLoop | None) -> QueueUsage | None:
         ]
         out[name] = (node.parent.name if node.parent is not None else "", bars)
     return out
+
+
+FairSharingStatus = dict[tuple[str, str], dict[str, object]]
+"""(namespace, LocalQueue) -> its ``status.fairSharing`` (Admission Fair Sharing)."""
+
+
+def fair_sharing_status(loop: ControlLoop | None) -> FairSharingStatus | None:
+    """Each LocalQueue's Admission Fair Sharing status from the leader's scheduler (what Kueue's
+    LocalQueue controller writes to ``status.fairSharing``); None without a configured loop."""
+    if loop is None or loop.scheduler is None:
+        return None
+    usage = loop.scheduler.fair_usage
+    if usage is None:
+        return {}
+    views = {lq: status_view(usage, lq) for lq in sorted(usage.local_queues)}
+    return {lq: view for lq, view in views.items() if view is not None}
 
 
 def due_idle_spells(
@@ -274,6 +291,10 @@ class LoopRunner:
     def queue_usage(self) -> QueueUsage | None:
         """For the dashboard: :func:`queue_usage` of the current loop, between steps."""
         return self.read(queue_usage)
+
+    def fair_sharing(self) -> FairSharingStatus | None:
+        """For ``GET /localqueues``: :func:`fair_sharing_status` of the current loop, between steps."""
+        return self.read(fair_sharing_status)
 
     def _update(self, **fields: Any) -> None:
         with self._lock:
