@@ -573,10 +573,11 @@ class ConfigFairSharing(Strict):
 
 
 class ConfigAdmissionFairSharing(Strict):
-    """``admissionFairSharing`` (KEP-4136): ``usageHalfLifeTime`` is required by the schema, the
-    sampling interval defaults to 5m (apis/config/v1beta2/defaults.go), resource weights to 1."""
+    """``admissionFairSharing`` (KEP-4136): a missing ``usageHalfLifeTime`` is Go's zero duration
+    (usage reset at every sample), the sampling interval defaults to 5m
+    (apis/config/v1beta2/defaults.go), resource weights to 1."""
 
-    usage_half_life_time: Duration
+    usage_half_life_time: Duration = 0.0
     usage_sampling_interval: Duration | None = None
     resource_weights: dict[str, float] = Field(default_factory=dict)
 

@@ -130,7 +130,9 @@ class UsageLedger:
         return entry
 
     def seed(self, lq: LocalQueueKey, consumed: Mapping[str, float], last_update: float) -> None:
-        """Start from a LocalQueue's persisted ``status.fairSharing.admissionFairSharingStatus``."""
+        """Start from a LocalQueue's persisted ``status.fairSharing.admissionFairSharingStatus``.
+        A ``last_update`` ahead of the clock (a dump's wall time in a simulation that counts from 0)
+        decays nothing until the clock moves: elapsed time is never negative."""
         self.entries[lq] = LedgerEntry(dict(sorted(consumed.items())), last_update)
 
     def push_penalty(
@@ -151,7 +153,7 @@ class UsageLedger:
         elapsed = max(0.0, now - entry.last_update)
         consumed = decayed(entry.consumed, admitted, elapsed, self.afs.usage_half_life_s)
         entry.consumed = _merged(consumed, entry.penalties.pop(workload, {}))
-        entry.last_update = max(now, entry.last_update)
+        entry.last_update = now
 
     def sample(self, lq: LocalQueueKey, admitted: Mapping[str, float], now: float) -> None:
         """Step 3 (``reconcileConsumedUsage``): one sampling tick of one LocalQueue."""
@@ -161,7 +163,7 @@ class UsageLedger:
         else:
             elapsed = max(0.0, now - entry.last_update)
             entry.consumed = decayed(entry.consumed, admitted, elapsed, self.afs.usage_half_life_s)
-        entry.last_update = max(now, entry.last_update)
+        entry.last_update = now
 
     def value(self, lq: LocalQueueKey, lq_weight: float) -> float:
         """Step 4 for one LocalQueue; one never charged has 0."""
