@@ -33,6 +33,7 @@ from gpuq.core.model import (
     AdmissionMode,
     ClusterConfig,
     LocalQueue,
+    PreemptionPolicy,
     SchedulerConfig,
     Workload,
 )
@@ -422,3 +423,47 @@ def test_the_lifecycle_samples_every_interval_while_a_local_queue_holds_usage_an
     life.handle(ev.TimerFired("", Timer.USAGE_SAMPLE, 0, NOW + 60.0))
     samples = [w.at for w in hooks.wakes if w.timer == Timer.USAGE_SAMPLE]
     assert samples == [NOW + 30.0, NOW + 60.0]  # nothing held or pending after 60s: no third sample
+
+
+# ------------------------------------------------------------------------------------ preemption
+
+
+@pytest.mark.parametrize(
+    ("name", "afs", "want"),
+    [
+        # TestCandidatesOrdering (pkg/scheduler/preemption/preemption_test.go)
+        ("workloads with higher LQ usage first", KUEUE_AFS, "default/mid"),
+        ("workloads sorted by priority without admission fair sharing", None, "default/low"),
+    ],
+)
+def test_candidates_ordering(name: str, afs: AdmissionFairSharing | None, want: str) -> None:
+    """low (priority 1) runs in a LocalQueue of little usage, mid (priority 10) in a busier one; a
+    priority-100 preemptor needs one of their slots."""
+    cq = (
+        cluster_queue("cq1")
+        .flavor("default", cpu=8)
+        .preemption(within=PreemptionPolicy.LOWER_PRIORITY)
+        .build()
+    )
+    cq = replace(cq, admission_mode=AdmissionMode.USAGE_BASED)
+    queues = (lq("low-usage", consumed=0.1), lq("mid-usage", consumed=0.5), lq("preemptor"))
+    cfg = replace(config(cq, local_queues=queues), scheduler=SchedulerConfig(admission_fair_sharing=afs))
+    scheduler = Scheduler(cfg)
+    for w in (
+        workload("low")
+        .queue("low-usage")
+        .priority(1)
+        .request(cpu=4)
+        .admitted("cq1", {"cpu": "default"})
+        .build(),
+        workload("mid")
+        .queue("mid-usage")
+        .priority(10)
+        .request(cpu=4)
+        .admitted("cq1", {"cpu": "default"})
+        .build(),
+        workload("high").queue("preemptor").priority(100).created(NOW).request(cpu=4).build(),
+    ):
+        scheduler.submit(w)
+    result, _ = scheduler.plan_cycle(NOW)
+    assert [p.workload for p in result.preempted] == [want]

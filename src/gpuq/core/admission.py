@@ -70,6 +70,8 @@ class Scheduler:
         self.active_queues = QueueCounts()  # the workloads of every active queue, kept as they move
         self.fair_usage = LocalQueueUsage.of_config(config)  # Admission Fair Sharing, when configured
         fair = self.fair_usage
+        if fair is not None:
+            self.state.fair_usage = fair.usage_in
         self.queues = {
             name: ClusterQueueQueue(
                 name,

@@ -17,6 +17,8 @@ Kueue: ``keps/4136-admission-fair-sharing``; ``pkg/util/admissionfairsharing/adm
 5. A ClusterQueue with ``admissionMode: UsageBasedAdmissionFairSharing`` (the Configuration set and
    the AdmissionFairSharing gate on, beta and on by default since v0.15) orders its pending workloads
    by that usage, lower first, before Kueue's usual order (priority, then timestamp).
+6. Preemption candidates of the preemptor's own ClusterQueue: the LocalQueue with more usage
+   first, before priority (``pkg/scheduler/preemption/common/ordering.go``, step 2).
 
 Amounts are floats in Kueue's units (``Quantity.AsApproximateFloat64``: CPU in cores, memory in
 bytes, GPUs in devices); time is seconds on whatever clock the shell feeds in.
@@ -25,7 +27,7 @@ bytes, GPUs in devices); time is seconds on whatever clock the shell feeds in.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -227,6 +229,10 @@ class LocalQueueUsage:
         if value is None:
             value = self.values[lq] = self.ledger.value(lq, self.weights.get(lq, 1.0))
         return value
+
+    def usage_in(self, cluster_queue: str) -> Callable[[Workload], float] | None:
+        """:meth:`usage` where ``cluster_queue`` orders by usage, else None."""
+        return self.usage if cluster_queue in self.cluster_queues else None
 
     def _refresh(self, lq: LocalQueueKey) -> None:
         self.values[lq] = self.ledger.value(lq, self.weights.get(lq, 1.0))
