@@ -45,11 +45,16 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: LocalQueue
 metadata: {name: q, namespace: team-a}
 spec: {clusterQueue: shared, fairSharing: {weight: "1"}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: q, namespace: team-b}
+spec: {clusterQueue: shared}
 """
 START = 1_750_000_000.0  # 2025-06-15T15:06:40Z
 
 
-def job_doc(name: str, gpus: int) -> dict[str, Any]:
+def job_doc(name: str, gpus: int, namespace: str = "team-a") -> dict[str, Any]:
     container = {
         "name": "main",
         "image": "python:3.11",
@@ -60,7 +65,7 @@ def job_doc(name: str, gpus: int) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": name, "namespace": "team-a", "labels": labels},
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "spec": {"template": {"spec": {"containers": [container], "terminationGracePeriodSeconds": 0}}},
     }
 
@@ -72,7 +77,7 @@ def test_local_queue_usage_decays_on_the_wall_clock_and_shows_in_its_status(tmp_
     for document in yaml.safe_load_all(CONFIG):
         store.apply_object(document)
     clock = [START]
-    executor = FakeExecutor(clock, {"team-a/train": 3600.0})
+    executor = FakeExecutor(clock, {"team-a/train": 3600.0, "team-a/sweep": 60.0, "team-b/eval": 60.0})
     node = local_node(virtual_devices(4, "A100-80GB"), name="box", cpu_milli=64_000, memory_bytes=256 << 30)
     loop = ControlLoop(
         store, executor, [node], workdir=tmp_path / "work", clock=lambda: clock[0], start_threads=0
@@ -83,7 +88,14 @@ def test_local_queue_usage_decays_on_the_wall_clock_and_shows_in_its_status(tmp_
     def status() -> dict[str, Any]:
         response = client.get(f"{API_PREFIX}/localqueues", headers={"Authorization": f"Bearer {admin}"})
         assert response.status_code == 200, response.text
-        return response.json()["items"][0]["status"]["fairSharing"]["admissionFairSharingStatus"]
+        team_a = next(i for i in response.json()["items"] if i["namespace"] == "team-a")
+        return team_a["status"]["fairSharing"]["admissionFairSharingStatus"]
+
+    def pending() -> list[str]:
+        path = f"{API_PREFIX}/clusterqueues/shared/pendingworkloads"
+        response = client.get(path, headers={"Authorization": f"Bearer {admin}"})
+        assert response.status_code == 200, response.text
+        return [f"{i['namespace']}/{i['name']}" for i in response.json()["items"]]
 
     try:
         store.add_workload("team-a", "train", "q", "Job", job_doc("train", 2), 0, START)
@@ -92,8 +104,13 @@ def test_local_queue_usage_decays_on_the_wall_clock_and_shows_in_its_status(tmp_
         clock[0] = START + 10.0
         loop.step()  # the sampling timer fires on the loop's clock
         sampled = status()
+        store.add_workload("team-a", "sweep", "q", "Job", job_doc("sweep", 4), 0, START + 11)
+        store.add_workload("team-b", "eval", "q", "Job", job_doc("eval", 4, "team-b"), 0, START + 12)
+        loop.step()
+        order = pending()  # team-b's LocalQueue has used nothing: its later workload goes first
     finally:
         loop.close()
         store.close()
     assert charged == {"consumedResources": {"nvidia.com/gpu": "218m"}, "lastUpdate": "2025-06-15T15:06:40Z"}
+    assert order == ["team-b/eval", "team-a/sweep"]
     assert sampled == {"consumedResources": {"nvidia.com/gpu": "413m"}, "lastUpdate": "2025-06-15T15:06:50Z"}

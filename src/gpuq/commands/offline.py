@@ -40,6 +40,8 @@ class Snapshot:
     manifests: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     fair_sharing: dict[tuple[str, str], dict[str, object]] = field(default_factory=dict)
     """LocalQueue -> its ``status.fairSharing`` (Admission Fair Sharing), from the cycles' scheduler."""
+    fair_usage: dict[tuple[str, str], float] = field(default_factory=dict)
+    """LocalQueue -> the usage its workloads are ordered by (Admission Fair Sharing)."""
 
     @property
     def workloads(self) -> tuple[Workload, ...]:
@@ -69,6 +71,10 @@ def snapshot(files: list[str], *, admit: bool, policy: str) -> Snapshot:
         scheduler = scheduler_for(result, policy)
         taken.run = run_cycles(scheduler, now=taken.at)
         taken.fair_sharing = _fair_sharing(scheduler)
+        if scheduler.fair_usage is not None:
+            taken.fair_usage = {
+                lq: scheduler.fair_usage.value_of(lq) for lq in scheduler.fair_usage.local_queues
+            }
     return taken
 
 
@@ -248,14 +254,24 @@ def _local_queue_status(
 def pending_items(
     taken: Snapshot, *, cluster_queue: str | None = None, local_queue: tuple[str, str] | None = None
 ) -> list[dict[str, Any]]:
-    """A queue's pending workloads in Kueue's order (priority, then creation time), with positions,
+    """A queue's pending workloads in Kueue's order (Admission Fair Sharing's LocalQueue usage after
+    ``--admit``, priority, then creation time), with positions,
     as ``GET .../pendingworkloads`` shows them."""
     pending = [w for w in workload_items(taken) if w["state"] == PENDING]
     if cluster_queue is not None:
         pending = [w for w in pending if w["clusterQueue"] == cluster_queue]
     if local_queue is not None:
         pending = [w for w in pending if (w["namespace"], w["queue"]) == local_queue]
-    pending.sort(key=lambda w: (-w["priority"], w["createdAt"] or 0.0, w["namespace"], w["name"]))
+    fair = taken.fair_usage
+    pending.sort(
+        key=lambda w: (
+            fair.get((w["namespace"], w["queue"]), 0.0),
+            -w["priority"],
+            w["createdAt"] or 0.0,
+            w["namespace"],
+            w["name"],
+        )
+    )
     in_local: dict[tuple[str, str], int] = {}
     entries = []
     for position, item in enumerate(pending):

@@ -230,6 +230,11 @@ class LocalQueueUsage:
             value = self.values[lq] = self.ledger.value(lq, self.weights.get(lq, 1.0))
         return value
 
+    def value_of(self, lq: LocalQueueKey) -> float:
+        """The usage a LocalQueue's workloads are ordered by."""
+        value = self.values.get(lq)
+        return value if value is not None else self.ledger.value(lq, self.weights.get(lq, 1.0))
+
     def usage_in(self, cluster_queue: str) -> Callable[[Workload], float] | None:
         """:meth:`usage` where ``cluster_queue`` orders by usage, else None."""
         return self.usage if cluster_queue in self.cluster_queues else None

@@ -173,7 +173,8 @@ def _views(request: Request, records: list[ObjectRecord]) -> list[dict[str, Any]
     workloads = store.list_workloads()
     lq_to_cq = views.cluster_queue_of(store.list_objects("LocalQueue"))
     reader = request.app.state.fair_sharing
-    fair = (reader() if reader is not None else None) or {}
+    read = reader() if reader is not None else None
+    fair = read.status if read is not None else {}
     out = []
     for record in records:
         status: dict[str, object]

@@ -83,20 +83,26 @@ def queue_usage(loop: ControlLoop | None) -> QueueUsage | None:
     return out
 
 
-FairSharingStatus = dict[tuple[str, str], dict[str, object]]
-"""(namespace, LocalQueue) -> its ``status.fairSharing`` (Admission Fair Sharing)."""
+class FairSharingStatus(NamedTuple):
+    """Admission Fair Sharing per (namespace, LocalQueue) of a usage-based ClusterQueue: its
+    ``status.fairSharing`` and the usage its workloads are ordered by."""
+
+    status: dict[tuple[str, str], dict[str, object]]
+    usage: dict[tuple[str, str], float]
 
 
 def fair_sharing_status(loop: ControlLoop | None) -> FairSharingStatus | None:
-    """Each LocalQueue's Admission Fair Sharing status from the leader's scheduler (what Kueue's
-    LocalQueue controller writes to ``status.fairSharing``); None without a configured loop."""
+    """Each LocalQueue's Admission Fair Sharing from the leader's scheduler (what Kueue's LocalQueue
+    controller writes to ``status.fairSharing``, and the queue order's usage); None without a
+    configured loop."""
     if loop is None or loop.scheduler is None:
         return None
-    usage = loop.scheduler.fair_usage
-    if usage is None:
-        return {}
-    views = {lq: status_view(usage, lq) for lq in sorted(usage.local_queues)}
-    return {lq: view for lq, view in views.items() if view is not None}
+    fair = loop.scheduler.fair_usage
+    if fair is None:
+        return FairSharingStatus({}, {})
+    views = {lq: status_view(fair, lq) for lq in sorted(fair.local_queues)}
+    status = {lq: view for lq, view in views.items() if view is not None}
+    return FairSharingStatus(status, {lq: fair.value_of(lq) for lq in sorted(fair.local_queues)})
 
 
 def due_idle_spells(
