@@ -187,8 +187,10 @@ def plan(jobs: list[Job], gaps: list[int]) -> list[tuple[float, float, dict[str,
     return planned
 
 
-def simulate(planned: list[tuple[float, float, dict[str, Any]]], tmp: Path) -> list[Effect]:
-    texts = [("config.yaml", CONFIG)] + [
+def simulate(
+    planned: list[tuple[float, float, dict[str, Any]]], tmp: Path, config: str = CONFIG
+) -> list[Effect]:
+    texts = [("config.yaml", config)] + [
         (f"j{i}.yaml", yaml.safe_dump(doc)) for i, (_, _, doc) in enumerate(planned)
     ]
     result = load_texts(texts)
@@ -208,10 +210,10 @@ def node():  # type: ignore[no-untyped-def]
     return local_node(virtual_devices(4, "A100-80GB"), name="box", cpu_milli=64_000, memory_bytes=256 << 30)
 
 
-def live(planned: list[tuple[float, float, dict[str, Any]]], tmp: Path) -> list[Effect]:
+def live(planned: list[tuple[float, float, dict[str, Any]]], tmp: Path, config: str = CONFIG) -> list[Effect]:
     store = Store(f"sqlite:///{tmp / 'gpuq.db'}")
     store.migrate()
-    for document in yaml.safe_load_all(CONFIG):
+    for document in yaml.safe_load_all(config):
         store.apply_object(document)
     clock = [START]
     durations = {f"{doc['metadata']['namespace']}/{doc['metadata']['name']}": d for _, d, doc in planned}
@@ -226,7 +228,8 @@ def live(planned: list[tuple[float, float, dict[str, Any]]], tmp: Path) -> list[
         for _ in range(10_000):
             due = executor.next_due()
             upcoming = [START + arrivals[0][0]] if arrivals else []
-            times = [t for t in (*upcoming, due) if t is not None]
+            timer = loop._timers[0][0] if loop._timers else None  # the lifecycle's next WakeAt
+            times = [t for t in (*upcoming, due, timer) if t is not None]
             if not times:
                 break
             clock[0] = max(clock[0], min(times))
@@ -259,3 +262,56 @@ def test_the_simulator_and_the_live_loop_decide_the_same(
     assert [d for d in lived if d[0] in decisions] == [d for d in simulated if d[0] in decisions]
     for key in {d[1] for d in simulated} | {d[1] for d in lived}:
         assert [d for d in lived if d[1] == key] == [d for d in simulated if d[1] == key], key
+
+
+AFS_CONFIG = (
+    CONFIG.replace(
+        "  preemption: {withinClusterQueue: LowerPriority}\n",
+        "  preemption: {withinClusterQueue: LowerPriority}\n"
+        "  admissionScope: {admissionMode: UsageBasedAdmissionFairSharing}\n",
+    )
+    + """---
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+metadata: {name: kueue}
+admissionFairSharing: {usageHalfLifeTime: 30s, usageSamplingInterval: 10s}
+"""
+)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(jobs=jobs_strategy, gaps=gaps_strategy)
+def test_admission_fair_sharing_decides_the_same_on_both_clocks(
+    jobs: list[Job], gaps: list[int], tmp_path_factory
+) -> None:  # type: ignore[no-untyped-def]
+    """The usage decays on simulated time in one shell and on the (fake) wall clock in the other."""
+    assert "admissionScope" in AFS_CONFIG
+    planned = plan(jobs, gaps)
+    tmp = tmp_path_factory.mktemp("live")
+    simulated = [d for e in simulate(planned, tmp, AFS_CONFIG) if (d := describe(e, 0.0)) is not None]
+    lived = [d for e in live(planned, tmp, AFS_CONFIG) if (d := describe(e, START)) is not None]
+    decisions = ("Reserved", "Preempted")
+    assert [d for d in lived if d[0] in decisions] == [d for d in simulated if d[0] in decisions]
+
+
+def test_a_light_local_queue_goes_ahead_of_a_busy_one_on_both_clocks(tmp_path: Path) -> None:
+    """team-a holds the GPUs and queues two more; team-b's later job is admitted before them with
+    Admission Fair Sharing (and after them without), in the simulator and on the live loop alike."""
+    jobs = [
+        ("team-a", 4, "low", 3),
+        ("team-a", 2, "low", 3),
+        ("team-a", 2, "low", 3),
+        ("team-b", 2, "low", 3),
+    ]
+    planned = plan(jobs, [0, 1, 1, 1, 0, 0, 0, 0])
+    (tmp_path / "off").mkdir()
+    (tmp_path / "on").mkdir()
+
+    def reserved(effects: list[Effect], origin: float) -> list[str]:
+        return [d[1] for e in effects if (d := describe(e, origin)) is not None and d[0] == "Reserved"]
+
+    fifo = reserved(simulate(planned, tmp_path / "off"), 0.0)
+    simulated = reserved(simulate(planned, tmp_path / "on", AFS_CONFIG), 0.0)
+    lived = reserved(live(planned, tmp_path / "on", AFS_CONFIG), START)
+    assert fifo == ["team-a/j0", "team-a/j1", "team-a/j2", "team-b/j3"]
+    assert simulated == lived == ["team-a/j0", "team-b/j3", "team-a/j1", "team-a/j2"]

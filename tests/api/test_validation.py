@@ -175,6 +175,9 @@ def duplicate_pod_set(d: Docs) -> None:
 CONTAINER = "spec.podSets[0].template.spec.containers[0]"
 
 # id, mutation, (kind, name, field, message substring)
+AFS_CONFIG = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}
+
+
 CASES: list[tuple[str, Callable[[Docs], None], tuple[str, str, str, str]]] = [
     (
         "an invalid flavor name is rejected",
@@ -554,6 +557,53 @@ CASES: list[tuple[str, Callable[[Docs], None], tuple[str, str, str, str]]] = [
             },
         ),
         ("Configuration", "", "fairSharing.preemptionStrategies", "unsupported combination"),
+    ),
+    (
+        "an admission fair sharing half-life that is not a duration is rejected",
+        add("cfg", {**AFS_CONFIG, "admissionFairSharing": {"usageHalfLifeTime": "a week"}}),
+        ("Configuration", "", "admissionFairSharing.usageHalfLifeTime", "is not a duration"),
+    ),
+    (
+        "a negative admission fair sharing half-life is rejected (Kueue's validateAdmissionFairSharing)",
+        add("cfg", {**AFS_CONFIG, "admissionFairSharing": {"usageHalfLifeTime": -60}}),
+        ("Configuration", "", "admissionFairSharing.usageHalfLifeTime", "must be greater than or equal to 0"),
+    ),
+    (
+        "a negative admission fair sharing sampling interval is rejected",
+        add(
+            "cfg",
+            {**AFS_CONFIG, "admissionFairSharing": {"usageHalfLifeTime": "1h", "usageSamplingInterval": -5}},
+        ),
+        ("Configuration", "", "admissionFairSharing.usageSamplingInterval", "must be greater than 0"),
+    ),
+    (
+        "a negative admission fair sharing resource weight is rejected",
+        add(
+            "cfg",
+            {
+                **AFS_CONFIG,
+                "admissionFairSharing": {
+                    "usageHalfLifeTime": "1h",
+                    "resourceWeights": {"nvidia.com/gpu": -1},
+                },
+            },
+        ),
+        (
+            "Configuration",
+            "",
+            "admissionFairSharing.resourceWeights[nvidia.com/gpu]",
+            "must be greater than or equal to 0",
+        ),
+    ),
+    (
+        "an unknown admission mode is rejected",
+        setting("cq", "spec.admissionScope", {"admissionMode": "UsageBased"}),
+        ("ClusterQueue", "cq", "spec.admissionScope.admissionMode", "UsageBasedAdmissionFairSharing"),
+    ),
+    (
+        "a negative LocalQueue fair sharing weight is rejected",
+        setting("lq", "spec.fairSharing", {"weight": "-1"}),
+        ("LocalQueue", "lq", "spec.fairSharing.weight", "must be greater than or equal to 0"),
     ),
     (
         "a topology without levels is rejected",

@@ -31,6 +31,7 @@ SIMULATIONS: dict[str, list[str]] = {
     "serving": ["-f", "examples/serving", "--compare"],
     "kueue-perf-baseline": ["-f", "examples/kueue-perf-baseline"],
     "philly-week": ["-f", "examples/philly-week"],
+    "admission-fair-sharing": ["-f", "examples/admission-fair-sharing", "--compare"],
 }
 ADMITS: dict[str, list[str]] = {
     "gpu-estate-admit": ["-f", "examples/gpu-estate"],

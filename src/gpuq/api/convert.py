@@ -156,6 +156,9 @@ def cluster_queue(cq: kueue.ClusterQueue) -> core.ClusterQueue:
         stop_policy=core.StopPolicy(spec.stop_policy),
         least_lost_work=cq.metadata.annotations.get(VICTIM_ORDER) == "lost-work",
         backfill=cq.metadata.annotations.get(BACKFILL) == "true",
+        admission_mode=None
+        if spec.admission_scope is None
+        else core.AdmissionMode(spec.admission_scope.admission_mode),
     )
 
 
@@ -189,9 +192,20 @@ def _local_queues(models: Sequence[Any]) -> dict[tuple[str, str], core.LocalQueu
                 str(obj.metadata.name),
                 obj.spec.cluster_queue,
                 core.StopPolicy(obj.spec.stop_policy),
+                fair_weight(obj.spec.fair_sharing),
+                *_consumed(obj.status),
             )
             out.setdefault((namespace, lq.name), lq)
     return dict(sorted(out.items()))
+
+
+def _consumed(status: kueue.LocalQueueStatus | None) -> tuple[dict[str, float], float | None]:
+    """A LocalQueue's persisted Admission Fair Sharing usage: (consumedResources, lastUpdate)."""
+    fair = status.fair_sharing if status is not None else None
+    afs = fair.admission_fair_sharing_status if fair is not None else None
+    if afs is None:
+        return {}, None
+    return {r: float(v) for r, v in sorted(afs.consumed_resources.items())}, afs.last_update
 
 
 def _namespace_labels(models: Sequence[Any]) -> dict[str, Mapping[str, str]]:
@@ -225,7 +239,18 @@ def scheduler_config(config: kueue.Configuration | None) -> core.SchedulerConfig
         partial_admission=config.feature_gates.get("PartialAdmission", True),
         wait_for_pods_ready=_wait_for_pods_ready(config.wait_for_pods_ready, v1beta1),
         feature_gates=dict(config.feature_gates),
+        admission_fair_sharing=_admission_fair_sharing(config.admission_fair_sharing),
         ignore_undeclared_resources=_ignores_undeclared(config),
+    )
+
+
+def _admission_fair_sharing(afs: kueue.ConfigAdmissionFairSharing | None) -> core.AdmissionFairSharing | None:
+    """``admissionFairSharing`` with Kueue's default sampling interval (5m)."""
+    if afs is None:
+        return None
+    interval = afs.usage_sampling_interval or core.AdmissionFairSharing().usage_sampling_interval_s
+    return core.AdmissionFairSharing(
+        afs.usage_half_life_time, interval, dict(sorted(afs.resource_weights.items()))
     )
 
 

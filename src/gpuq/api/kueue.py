@@ -244,6 +244,12 @@ class FairSharingWeight(Strict):
     weight: Quantity | None = None
 
 
+class AdmissionScope(Strict):
+    """``spec.admissionScope`` (KEP-4136): required ``admissionMode``."""
+
+    admission_mode: Literal["UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing"]
+
+
 class AdmissionCheckStrategyRule(Strict):
     name: str
     on_flavors: list[str] = Field(default_factory=list)
@@ -263,7 +269,7 @@ class ClusterQueueSpec(Strict):
     admission_checks_strategy: AdmissionChecksStrategy | None = None
     stop_policy: StopPolicy = "None"
     fair_sharing: FairSharingWeight | None = None
-    admission_scope: Any = None
+    admission_scope: AdmissionScope | None = None
     concurrent_admission_policy: Any = None
 
 
@@ -302,8 +308,25 @@ class LocalQueueSpec(Strict):
     fair_sharing: FairSharingWeight | None = None
 
 
+class AdmissionFairSharingStatus(Loose):
+    consumed_resources: dict[str, Quantity] = Field(default_factory=dict)
+    last_update: Timestamp | None = None
+
+
+class LocalQueueFairSharingStatus(Loose):
+    admission_fair_sharing_status: AdmissionFairSharingStatus | None = None
+
+
+class LocalQueueStatus(Loose):
+    """What Kueue persists of a LocalQueue that decisions read: its Admission Fair Sharing history
+    (a restarted Kueue seeds its usage ledger from it; so does gpuq)."""
+
+    fair_sharing: LocalQueueFairSharingStatus | None = None
+
+
 class LocalQueue(Object):
     spec: LocalQueueSpec
+    status: LocalQueueStatus | None = None
 
 
 class WorkloadPriorityClass(Object):
@@ -549,6 +572,16 @@ class ConfigFairSharing(Strict):
     preemption_strategies: list[Literal["LessThanOrEqualToFinalShare", "LessThanInitialShare"]] | None = None
 
 
+class ConfigAdmissionFairSharing(Strict):
+    """``admissionFairSharing`` (KEP-4136): a missing ``usageHalfLifeTime`` is Go's zero duration
+    (usage reset at every sample), the sampling interval defaults to 5m
+    (apis/config/v1beta2/defaults.go), resource weights to 1."""
+
+    usage_half_life_time: Duration = 0.0
+    usage_sampling_interval: Duration | None = None
+    resource_weights: dict[str, float] = Field(default_factory=dict)
+
+
 class RequeuingStrategy(Strict):
     timestamp: Literal["Eviction", "Creation"] = "Eviction"
     backoff_limit_count: int | None = None
@@ -641,7 +674,7 @@ class Configuration(Strict):
     client_connection: Any = None
     integrations: ConfigIntegrations | None = None
     multi_kueue: Any = None
-    admission_fair_sharing: Any = None
+    admission_fair_sharing: ConfigAdmissionFairSharing | None = None
     resources: ConfigResources | None = None
     object_retention_policies: Any = None
     webhook: Any = None

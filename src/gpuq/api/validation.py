@@ -387,7 +387,21 @@ def _check_configuration(config: kueue.Configuration) -> Findings:
     if ignoring and resources is not None and resources.exclude_resource_prefixes:  # pkg/config/validation.go
         message = "excludeResourcePrefixes is not allowed when quotaCheckStrategy is IgnoreUndeclared"
         yield ("resources", "excludeResourcePrefixes"), message
+    yield from _admission_fair_sharing(config.admission_fair_sharing)
     yield from dra_checks.configuration_problems(config)
+
+
+def _admission_fair_sharing(afs: kueue.ConfigAdmissionFairSharing | None) -> Findings:
+    """Kueue's validateAdmissionFairSharing (pkg/config/validation.go)."""
+    if afs is None:
+        return
+    if afs.usage_half_life_time < 0:
+        yield ("admissionFairSharing", "usageHalfLifeTime"), NEGATIVE
+    if afs.usage_sampling_interval is not None and afs.usage_sampling_interval < 0:  # 0 defaults to 5m
+        yield ("admissionFairSharing", "usageSamplingInterval"), "must be greater than 0"
+    for resource, weight in sorted(afs.resource_weights.items()):
+        if weight < 0:
+            yield ("admissionFairSharing", "resourceWeights", resource), NEGATIVE
 
 
 def _check_namespace(_namespace: kueue.Namespace) -> Findings:

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuq.core.admission_fairshare import status_view
 from gpuq.core.model import CheckState, Workload
 
 if TYPE_CHECKING:
     from gpuq.api.loader import LoadResult
+    from gpuq.core.admission import Scheduler
     from gpuq.core.cycles import AdmitRun
 
 PENDING, QUOTA_RESERVED, ADMITTED = "Pending", "QuotaReserved", "Admitted"
@@ -36,6 +38,10 @@ class Snapshot:
     kinds: dict[str, str] = field(default_factory=dict)  # workload key -> source kind
     sources: dict[str, str] = field(default_factory=dict)  # workload key -> the source's name
     manifests: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    fair_sharing: dict[tuple[str, str], dict[str, object]] = field(default_factory=dict)
+    """LocalQueue -> its ``status.fairSharing`` (Admission Fair Sharing), from the cycles' scheduler."""
+    fair_usage: dict[tuple[str, str], float] = field(default_factory=dict)
+    """LocalQueue -> the usage its workloads are ordered by (Admission Fair Sharing)."""
 
     @property
     def workloads(self) -> tuple[Workload, ...]:
@@ -62,8 +68,22 @@ def snapshot(files: list[str], *, admit: bool, policy: str) -> Snapshot:
     taken.manifests.update(_as_written(files, {key[0] for key in taken.manifests}))
     if admit:
         taken.at = snapshot_time(result)
-        taken.run = run_cycles(scheduler_for(result, policy), now=taken.at)
+        scheduler = scheduler_for(result, policy)
+        taken.run = run_cycles(scheduler, now=taken.at)
+        taken.fair_sharing = _fair_sharing(scheduler)
+        if scheduler.fair_usage is not None:
+            taken.fair_usage = {
+                lq: scheduler.fair_usage.value_of(lq) for lq in scheduler.fair_usage.local_queues
+            }
     return taken
+
+
+def _fair_sharing(scheduler: Scheduler) -> dict[tuple[str, str], dict[str, object]]:
+    usage = scheduler.fair_usage
+    if usage is None:
+        return {}
+    views = {lq: status_view(usage, lq) for lq in sorted(usage.local_queues)}
+    return {lq: view for lq, view in views.items() if view is not None}
 
 
 def _as_written(files: list[str], kinds: set[str]) -> dict[tuple[str, str, str], dict[str, Any]]:
@@ -169,7 +189,9 @@ def _cluster_queue_of(taken: Snapshot, workload: Workload) -> str:
     return queue.cluster_queue if queue is not None else ""
 
 
-def _object(kind: str, namespace: str, name: str, manifest: Mapping[str, Any], status: dict[str, int]) -> Any:
+def _object(
+    kind: str, namespace: str, name: str, manifest: Mapping[str, Any], status: Mapping[str, object]
+) -> Any:
     return {
         "kind": kind,
         "apiVersion": manifest.get("apiVersion", ""),
@@ -210,24 +232,46 @@ def local_queue_items(taken: Snapshot, namespace: str | None = None) -> list[dic
             queue_namespace,
             name,
             manifest,
-            _counts(w for w in workloads if (w["namespace"], w["queue"]) == (queue_namespace, name)),
+            _local_queue_status(taken, manifest, (queue_namespace, name), workloads),
         )
         for (kind, queue_namespace, name), manifest in sorted(taken.manifests.items())
         if kind == "LocalQueue" and (namespace is None or queue_namespace == namespace)
     ]
 
 
+def _local_queue_status(
+    taken: Snapshot, manifest: Mapping[str, Any], lq: tuple[str, str], workloads: list[dict[str, Any]]
+) -> dict[str, object]:
+    """Counts, and ``fairSharing`` as the cycles left it (``--admit``) or as the file wrote it."""
+    status: dict[str, object] = dict(_counts(w for w in workloads if (w["namespace"], w["queue"]) == lq))
+    written = manifest.get("status")
+    fair = taken.fair_sharing.get(lq) or (written.get("fairSharing") if isinstance(written, dict) else None)
+    if fair:
+        status["fairSharing"] = fair
+    return status
+
+
 def pending_items(
     taken: Snapshot, *, cluster_queue: str | None = None, local_queue: tuple[str, str] | None = None
 ) -> list[dict[str, Any]]:
-    """A queue's pending workloads in Kueue's order (priority, then creation time), with positions,
+    """A queue's pending workloads in Kueue's order (Admission Fair Sharing's LocalQueue usage after
+    ``--admit``, priority, then creation time), with positions,
     as ``GET .../pendingworkloads`` shows them."""
     pending = [w for w in workload_items(taken) if w["state"] == PENDING]
     if cluster_queue is not None:
         pending = [w for w in pending if w["clusterQueue"] == cluster_queue]
     if local_queue is not None:
         pending = [w for w in pending if (w["namespace"], w["queue"]) == local_queue]
-    pending.sort(key=lambda w: (-w["priority"], w["createdAt"] or 0.0, w["namespace"], w["name"]))
+    fair = taken.fair_usage
+    pending.sort(
+        key=lambda w: (
+            fair.get((w["namespace"], w["queue"]), 0.0),
+            -w["priority"],
+            w["createdAt"] or 0.0,
+            w["namespace"],
+            w["name"],
+        )
+    )
     in_local: dict[tuple[str, str], int] = {}
     entries = []
     for position, item in enumerate(pending):

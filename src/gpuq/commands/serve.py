@@ -310,6 +310,7 @@ def serve(
         nodes=nodes,
         workdir=workdir,
         queue_usage=runner.queue_usage,
+        fair_sharing=runner.fair_sharing,
         metrics=runner.metrics,
         metrics_open=metrics_open,
         forecasts=forecasts,

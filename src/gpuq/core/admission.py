@@ -20,10 +20,11 @@ found it; :meth:`Scheduler.apply` reserves quota and updates the queues.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from gpuq.core import backfill, fairshare
+from gpuq.core.admission_fairshare import LocalQueueUsage, kueue_units
 from gpuq.core.binding import Binder
 from gpuq.core.decisions import Admit, CycleResult, Pending, Preempt
 from gpuq.core.flavors import Assignment, FlavorAssigner, Mode
@@ -67,9 +68,16 @@ class Scheduler:
         self.state = ClusterState(config)
         self.inactive = {name: why for name in config.cluster_queues if (why := self._inactive_reason(name))}
         self.active_queues = QueueCounts()  # the workloads of every active queue, kept as they move
+        self.fair_usage = LocalQueueUsage.of_config(config)  # Admission Fair Sharing, when configured
+        fair = self.fair_usage
+        if fair is not None:
+            self.state.fair_usage = fair.usage_in
         self.queues = {
             name: ClusterQueueQueue(
-                name, cq.queueing_strategy, None if name in self.inactive else self.active_queues
+                name,
+                cq.queueing_strategy,
+                None if name in self.inactive else self.active_queues,
+                fair.usage if fair is not None and name in fair.cluster_queues else None,
             )
             for name, cq in sorted(config.cluster_queues.items())
         }
@@ -499,6 +507,7 @@ class Scheduler:
             workload = replace(entry.workload, admission=_admission(decision), quota_reserved_time=now)
             self.state.reserve(AdmittedWorkload(workload, entry.cluster_queue, usage, now))
             self.reserved_checks[entry.key] = {name: CheckState.PENDING for name in decision.checks_pending}
+            self._charge(workload, entry.cluster_queue, usage, now)
             if self.binder is not None:
                 self.binder.bind(workload, decision.pod_sets)
 
@@ -537,6 +546,7 @@ class Scheduler:
         """
         admitted = self.state.release(key)
         self._release_nodes(key)
+        self._uncharge(admitted)
         self.reserved_checks.pop(key, None)
         self.last_tried.pop(key, None)
         workload = admitted.workload
@@ -549,10 +559,60 @@ class Scheduler:
         """A workload completed: release its quota and wake its cohort tree."""
         admitted = self.state.release(key)
         self._release_nodes(key)
+        self._uncharge(admitted)
         self.reserved_checks.pop(key, None)
         self.workloads.pop(key, None)
         self.overran.discard(key)
         self.wake(admitted.cluster_queue)
+
+    # ------------------------------------------------- admission fair sharing
+    def _charge(self, workload: Workload, cq_name: str, usage: dict[FlavorResource, int], now: float) -> None:
+        """Quota reserved in a usage-based ClusterQueue: its LocalQueue pays the entry penalty."""
+        fair = self.fair_usage
+        if fair is None or cq_name not in fair.cluster_queues:
+            return
+        fair.reserved((workload.namespace, workload.queue_name), workload.key, _by_resource(usage), now)
+        self.queues[cq_name].reorder()
+
+    def _uncharge(self, admitted: AdmittedWorkload) -> None:
+        fair = self.fair_usage
+        if fair is None or admitted.cluster_queue not in fair.cluster_queues:
+            return
+        workload = admitted.workload
+        fair.released((workload.namespace, workload.queue_name), workload.key)
+        self.queues[admitted.cluster_queue].reorder()
+
+    def became_admitted(self, key: str, now: float) -> None:
+        """``key`` holds quota with every check Ready: its entry penalty settles into its
+        LocalQueue's consumed usage (Kueue's workload controller on the Admitted condition)."""
+        fair = self.fair_usage
+        admitted = self.state.admitted.get(key)
+        if fair is None or admitted is None or admitted.cluster_queue not in fair.cluster_queues:
+            return
+        workload = admitted.workload
+        fair.became_admitted(
+            (workload.namespace, workload.queue_name), key, _by_resource(admitted.usage), now
+        )
+        self.queues[admitted.cluster_queue].reorder()
+
+    def sample_usage(self, now: float) -> None:
+        """One Admission Fair Sharing sampling tick at ``now``: every LocalQueue's consumed usage
+        decays toward its admitted usage, and the usage-based queues re-sort."""
+        fair = self.fair_usage
+        if fair is None:
+            return
+        fair.sample(now)
+        for name in sorted(fair.cluster_queues):
+            self.queues[name].reorder()
+
+    def samples_due(self) -> bool:
+        """Whether sampling still changes anything: a usage-based queue has pending workloads or its
+        LocalQueues hold admitted usage. Otherwise consumed usage only halves over time, which the
+        next sample after a pause catches up on exactly (the decay over the gap composes)."""
+        fair = self.fair_usage
+        if fair is None:
+            return False
+        return fair.holds or any(len(self.queues[name]) for name in fair.cluster_queues)
 
     @property
     def unplaced(self) -> dict[str, PlacementFailure]:
@@ -668,6 +728,14 @@ class Scheduler:
     def set_node_down(self, node: str, down: bool) -> None:
         if self.placer is not None:
             self.placer.set_down(node, down)
+
+
+def _by_resource(usage: Mapping[FlavorResource, int]) -> dict[str, float]:
+    """Usage summed over flavors, in Kueue's units (``SumTotalRequests``)."""
+    totals: dict[str, int] = {}
+    for (_, resource), amount in sorted(usage.items()):
+        totals[resource] = totals.get(resource, 0) + amount
+    return kueue_units(totals)
 
 
 def _classical_key(entry: Entry) -> tuple[int, int, float, str]:

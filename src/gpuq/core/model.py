@@ -52,6 +52,13 @@ class CheckState(StrEnum):
     REJECTED = "Rejected"
 
 
+class AdmissionMode(StrEnum):
+    """A ClusterQueue's ``admissionScope.admissionMode`` (KEP-4136)."""
+
+    USAGE_BASED = "UsageBasedAdmissionFairSharing"
+    NONE = "NoAdmissionFairSharing"
+
+
 class FairSharingStrategy(StrEnum):
     LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
     LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
@@ -194,6 +201,7 @@ class ClusterQueue:
     admission_checks: tuple[AdmissionCheckRule, ...] = ()
     stop_policy: StopPolicy = StopPolicy.NONE
     least_lost_work: bool = False
+    admission_mode: AdmissionMode | None = None  # spec.admissionScope.admissionMode
     """``gpuq.dev/victim-order: lost-work``: among preemption candidates of one priority, those that
     lose the least work since their last checkpoint go first (Kueue: the most recently admitted)."""
     backfill: bool = False
@@ -216,6 +224,11 @@ class LocalQueue:
     name: str
     cluster_queue: str
     stop_policy: StopPolicy = StopPolicy.NONE
+    fair_weight: Fraction = Fraction(1)  # spec.fairSharing.weight: divides its admission fair-sharing usage
+    consumed: Mapping[str, float] = field(default_factory=dict)
+    """``status.fairSharing.admissionFairSharingStatus.consumedResources`` in Kueue's units (CPU in
+    cores): the decayed usage Admission Fair Sharing starts from."""
+    consumed_at: float | None = None  # its lastUpdate
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,6 +359,17 @@ class FairSharing:
 
 
 @dataclass(frozen=True, slots=True)
+class AdmissionFairSharing:
+    """Kueue's Configuration ``admissionFairSharing`` (KEP-4136), durations in seconds.
+
+    ``resource_weights``: resource name -> weight of its usage (absent: 1)."""
+
+    usage_half_life_s: float = 0.0
+    usage_sampling_interval_s: float = 300.0
+    resource_weights: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class WaitForPodsReady:
     enable: bool = False
     timeout_s: float = 1800.0
@@ -363,6 +387,7 @@ class SchedulerConfig:
     partial_admission: bool = True
     wait_for_pods_ready: WaitForPodsReady = WaitForPodsReady()
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    admission_fair_sharing: AdmissionFairSharing | None = None
     ignore_undeclared_resources: bool = False
     """``resources.quotaCheckStrategy: IgnoreUndeclared`` (gate QuotaCheckStrategy, beta since v0.19): a
     request for a resource no resource group of the ClusterQueue covers is not checked against quota."""

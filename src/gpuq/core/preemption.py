@@ -187,11 +187,14 @@ def _from_queue(
     created = preemptor.workload.creation_time
     if state.rank_by_loss:
         entries = _least_lost_first(state, entries, frs)
+    usage = state.fair_usage(queue) if same else None
+    if usage is not None:  # CandidatesOrdering step 2: the LocalQueue with more usage first
+        entries = sorted(entries, key=lambda e: -usage(admitted[e[3]].workload))
     for priority, _, _, key in entries:
-        if lower and priority >= limit:
-            return
-        if lower_or_newer and priority > limit:
-            return
+        if (lower and priority >= limit) or (lower_or_newer and priority > limit):
+            if usage is None:
+                return  # sorted by priority: none of the rest qualifies either
+            continue
         if queue in dead:
             return
         victim = admitted[key]

@@ -2,7 +2,9 @@
 
 Kueue: pkg/cache/queue/cluster_queue.go, manager.go and inadmissible_workloads.go.
 
-Order within a queue: sticky preemptor first (BestEffortFIFO), higher
+Order within a queue: sticky preemptor first (BestEffortFIFO), under
+Admission Fair Sharing the lower usage of the workload's LocalQueue
+(``queueOrderingFunc``; :mod:`gpuq.core.admission_fairshare`), higher
 priority, earlier queue-order timestamp, then uid / key. A head that failed
 goes back to the heap at once under StrictFIFO (so it blocks those behind it)
 and for transient reasons under BestEffortFIFO; otherwise it waits in the
@@ -14,9 +16,10 @@ set without evaluation (scheduling equivalence hashing, gate SchedulingEquivalen
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 from gpuq.core.model import QueueingStrategy, Workload
 
@@ -32,8 +35,10 @@ class RequeueReason(StrEnum):
     INACTIVE = "Inactive"
 
 
-HeapEntry = tuple[int, int, float, str, int]
-"""(not sticky, -priority, queue-order timestamp, uid or key, generation): Kueue's queue order."""
+HeapEntry = tuple[int, float, int, float, str, int]
+"""(not sticky, LocalQueue usage, -priority, queue-order timestamp, uid or key, generation): Kueue's
+queue order (the usage is 0 without Admission Fair Sharing)."""
+GEN: Final = 5  # the generation's place in a HeapEntry
 COMPACT_FACTOR = 4  # rebuild the heap when stale entries outnumber live ones this many times
 COMPACT_SLACK = 1024
 BULK_REQUEUE = 64
@@ -122,10 +127,19 @@ class ClusterQueueQueue:
     cost per shape, not per workload.
     """
 
-    def __init__(self, name: str, strategy: QueueingStrategy, totals: QueueCounts | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        strategy: QueueingStrategy,
+        totals: QueueCounts | None = None,
+        usage: Callable[[Workload], float] | None = None,
+    ) -> None:
         """``totals``: counts shared with other queues (a scheduler's over its active queues), moved
-        by the same deltas as this queue's own."""
+        by the same deltas as this queue's own. ``usage``: Admission Fair Sharing's usage of a
+        workload's LocalQueue, ordered before priority; :meth:`reorder` after it changed. Shapes
+        then include the LocalQueue, so that a shape's followers share their representative's usage."""
         self.name = name
+        self._usage = usage
         self.strategy = strategy
         self.counts = QueueCounts()
         self._totals = totals
@@ -176,8 +190,23 @@ class ClusterQueueQueue:
     def _shape(self, workload: Workload) -> tuple[object, ...]:
         shape = self._shapes.get(workload.key)
         if shape is None:
-            shape = self._shapes[workload.key] = shape_of(workload)
+            shape = self._shapes[workload.key] = self._shape_key(workload)
         return shape
+
+    def _shape_key(self, workload: Workload) -> tuple[object, ...]:
+        shape = shape_of(workload)
+        return shape if self._usage is None else (workload.namespace, workload.queue_name, *shape)
+
+    def reorder(self) -> None:
+        """The LocalQueues' usages changed: re-sort the heap (Kueue's ``RebuildActiveHeap``)."""
+        usage = self._usage
+        if usage is None or not self._entries:
+            return
+        latest = self._latest
+        for key, workload in self._entries.items():
+            entry = latest[key]
+            latest[key] = (entry[0], usage(workload), *entry[2:])
+        self._compact()
 
     def _leave_groups(self, key: str, shape: tuple[object, ...]) -> None:
         for groups, parked in ((self._parked, True), (self._following, False)):
@@ -201,7 +230,8 @@ class ClusterQueueQueue:
         self._entries[key] = workload
         self._by_shape.setdefault(shape, {})[key] = None
         sticky = 0 if key == self._sticky else 1
-        entry = (sticky, -workload.priority, workload.creation_time, workload.uid or key, self._counter)
+        fair = self._usage(workload) if self._usage is not None else 0.0
+        entry = (sticky, fair, -workload.priority, workload.creation_time, workload.uid or key, self._counter)
         self._latest[key] = entry
         return entry
 
@@ -210,12 +240,12 @@ class ClusterQueueQueue:
         lazy deletion leaves behind (requeues and parking would otherwise grow it without bound)."""
         self._heap = [self._latest[key] for key in self._entries]
         heapq.heapify(self._heap)
-        self._key_by_gen = {self._latest[key][4]: key for key in self._entries}
+        self._key_by_gen = {self._latest[key][GEN]: key for key in self._entries}
 
     def head(self) -> Workload | None:
         """The workload at the top of the heap, without removing it."""
         while self._heap:
-            gen = self._heap[0][4]
+            gen = self._heap[0][GEN]
             key = self._key_by_gen.get(gen)
             if key is not None and self._generation.get(key) == gen and key in self._entries:
                 return self._entries[key]
@@ -285,7 +315,7 @@ class ClusterQueueQueue:
     def park_equivalent(self, workload: Workload) -> list[str]:
         """Park every active workload shaped like ``workload``; the keys that left the heap
         (its followers go with them, as a group)."""
-        shape = self._shapes.get(workload.key) or shape_of(workload)
+        shape = self._shapes.get(workload.key) or self._shape_key(workload)
         moved = list(self._by_shape.pop(shape, {}))
         parked = self._parked.get(shape)
         if parked is None:

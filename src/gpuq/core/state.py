@@ -8,7 +8,7 @@ performs only reversible what-ifs (:meth:`ClusterState.simulate_removal`).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator, Mapping, Set
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,6 +99,10 @@ class ClusterState:
         self.now = 0.0
         """The time of the cycle being planned (preemption protection, ``min_runtime_s``)."""
         self.rank_by_loss = False
+        self.fair_usage: Callable[[str], Callable[[Workload], float] | None] = _no_fair_usage
+        """ClusterQueue -> its LocalQueues' Admission Fair Sharing usage of a workload, or None
+        where the queue does not order by usage (preemption candidates follow it, set by the
+        scheduler)."""
         """Rank preemption candidates of one priority by the work each loses per unit it frees
         (while :func:`gpuq.core.fair_preemption.preemption_targets` tries that order)."""
         self.nominations: dict[str, tuple[object, ...]] = {}
@@ -238,3 +242,7 @@ def _bump(counter: dict[int, int], key: int, delta: int) -> None:
         counter[key] = total
     else:
         counter.pop(key, None)
+
+
+def _no_fair_usage(cluster_queue: str) -> Callable[[Workload], float] | None:
+    return None

@@ -19,11 +19,11 @@ from typing import Any
 
 from gpuq.api import convert, kueue
 from gpuq.api.diagnostics import Diagnostic
+from gpuq.api.workload_gates import expected_duration
 from gpuq.core.nodes import GPU, GPU_MILLI
 from gpuq.core.quantity import format_amount
 from gpuq.k8s.import_dump import DumpObject, cleaned
 from gpuq.sim.traces.generic import OPTIONAL, REQUIRED
-from gpuq.snapshot.manifests import expected_duration
 
 COLUMNS = (*REQUIRED, *OPTIONAL)
 TRACE_RESOURCES = frozenset({"cpu", "memory", GPU, GPU_MILLI, "ephemeral-storage"})

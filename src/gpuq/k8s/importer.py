@@ -6,7 +6,8 @@ Steps (:func:`import_dump`):
    kinds gpuq does not import are skipped with a warning;
 2. nodes become NodePools, or stay ``v1`` Nodes where a pool would not be faithful
    (:mod:`gpuq.k8s.import_nodes`);
-3. the Kueue objects are kept as written, less status and server metadata;
+3. the Kueue objects are kept as written, less status (but for a LocalQueue's Admission Fair
+   Sharing usage) and server metadata;
 4. Workloads: the pending and admitted ones (with status) form the current state, every one
    with a usable duration a row of the trace (:mod:`gpuq.k8s.import_workloads`); workload sources
    no Workload of the dump stands for join the state, serving objects the configuration
@@ -181,7 +182,7 @@ def _files(
     return {
         SCENARIO: _yaml([_scenario(settings, _rfc3339(wl.origin_s), _rfc3339(now))]),
         NODES: _yaml(nodes.objects),
-        KUEUE: _yaml([cleaned(o.data) for o in config]),
+        KUEUE: _yaml([_config_object(o.data) for o in config]),
         SERVING: _yaml(passed.serving),
         STATE: _yaml(wl.state),
         SOURCES: _yaml(passed.sources),
@@ -234,3 +235,16 @@ def _validate(files: dict[str, str], settings: ImportSettings, now: float) -> li
         return list(loaded.diagnostics)
     state = initial_state(loaded, StateSource((STATE, SOURCES), now, assume_s=settings.assume_s))
     return [*loaded.diagnostics, *state.errors]
+
+
+def _config_object(data: dict[str, Any]) -> dict[str, Any]:
+    """A Kueue object as written, less status, except a LocalQueue's Admission Fair Sharing usage
+    (``status.fairSharing.admissionFairSharingStatus``): the replay starts from Kueue's history,
+    as a restarted Kueue does."""
+    out = cleaned(data)
+    status = data.get("status") if data.get("kind") == "LocalQueue" else None
+    fair = status.get("fairSharing") if isinstance(status, dict) else None
+    afs = fair.get("admissionFairSharingStatus") if isinstance(fair, dict) else None
+    if isinstance(afs, dict):
+        out["status"] = {"fairSharing": {"admissionFairSharingStatus": afs}}
+    return out

@@ -190,7 +190,8 @@ def _cluster_queue(model: kueue.ClusterQueue, api: str, version: KueueVersion) -
         }
     body["stopPolicy"] = spec.stop_policy
     body["fairSharing"] = _fair_sharing(spec.fair_sharing)
-    body["admissionScope"] = spec.admission_scope
+    if spec.admission_scope is not None:
+        body["admissionScope"] = {"admissionMode": spec.admission_scope.admission_mode}
     body["concurrentAdmissionPolicy"] = spec.concurrent_admission_policy  # kept, not modelled yet
     body = drop_empty(body)
     if spec.namespace_selector is not None:  # ``{}`` selects every namespace: keep it

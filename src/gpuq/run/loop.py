@@ -305,7 +305,10 @@ class ControlLoop:
         placer = Placer(
             self.nodes, policy=self.policy, flavors=self.config.flavors, topologies=self.config.topologies
         )
+        previous = self.scheduler
         self.scheduler = Scheduler(self.config, placer)
+        if previous is not None:
+            _carry_fair_usage(previous, self.scheduler)
         settings = LifecycleSettings(
             instant_stops=False, report_waits=True, restart_backoff_s=self.restart_backoff_s
         )
@@ -963,3 +966,10 @@ def _policy(run: JobRun, max_grace_s: float) -> JobPolicy:
         retries=run.retries,
         grace_s={ps.name: min(ps.grace_s, max_grace_s) for ps in run.pod_sets},
     )
+
+
+def _carry_fair_usage(previous: Scheduler, scheduler: Scheduler) -> None:
+    """A reloaded configuration keeps the LocalQueues' Admission Fair Sharing history, as Kueue's
+    usage ledger outlives a ClusterQueue or LocalQueue update."""
+    if previous.fair_usage is not None and scheduler.fair_usage is not None:
+        scheduler.fair_usage.carry_over(previous.fair_usage)

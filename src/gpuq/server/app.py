@@ -33,7 +33,7 @@ from gpuq.server.routes_services import ServiceViews, proxy_router
 from gpuq.server.routes_services import router as services_router
 from gpuq.server.routes_users import router as users_router
 from gpuq.server.routes_workloads import router as workloads_router
-from gpuq.server.runner import QueueUsage
+from gpuq.server.runner import FairSharingStatus, QueueUsage
 from gpuq.server.watch import ChangeFeed
 
 LoopStatus = Callable[[], Mapping[str, Any]]
@@ -48,6 +48,7 @@ def create_app(
     nodes: Sequence[Node] = (),
     workdir: Path | None = None,
     queue_usage: Callable[[], QueueUsage | None] | None = None,
+    fair_sharing: Callable[[], FairSharingStatus | None] | None = None,
     metrics: Callable[[], bytes] | None = None,
     metrics_open: bool = False,
     forecasts: ForecastCache | None = None,
@@ -61,6 +62,7 @@ def create_app(
     ``/status``; ``nodes`` are the live nodes, shown at ``/nodes`` and used to refuse
     pods no node could hold; ``workdir`` is where the loop writes pod logs.
     ``queue_usage`` gives the dashboard the leader's quota usage (``LoopRunner.queue_usage``);
+    ``fair_sharing`` the LocalQueues' Admission Fair Sharing status (``LoopRunner.fair_sharing``);
     ``metrics`` renders ``/metrics`` (absent: 404), open to anyone when ``metrics_open``.
     ``forecasts`` gives workloads their ETAs and serves ``/forecast`` (absent: none is made).
     ``router`` serves live services' traffic at ``/services/<ns>/<name>/...`` and ``services`` lists
@@ -81,6 +83,7 @@ def create_app(
     app.state.nodes = tuple(nodes)
     app.state.workdir = workdir
     app.state.queue_usage = queue_usage
+    app.state.fair_sharing = fair_sharing
     app.state.forecasts = forecasts
     app.state.router = router
     app.state.services = services

@@ -172,12 +172,20 @@ def _views(request: Request, records: list[ObjectRecord]) -> list[dict[str, Any]
     store = _store(request)
     workloads = store.list_workloads()
     lq_to_cq = views.cluster_queue_of(store.list_objects("LocalQueue"))
+    reader = request.app.state.fair_sharing
+    read = reader() if reader is not None else None
+    fair = read.status if read is not None else {}
     out = []
     for record in records:
+        status: dict[str, object]
         if record.kind == "LocalQueue":
-            status = views.queue_status(workloads, [(record.namespace, record.name)])
+            status = dict(views.queue_status(workloads, [(record.namespace, record.name)]))
+            if (lq := fair.get((record.namespace, record.name))) is not None:
+                status["fairSharing"] = lq  # the leader's Admission Fair Sharing usage
         elif record.kind == "ClusterQueue":
-            status = views.queue_status(workloads, [lq for lq, cq in lq_to_cq.items() if cq == record.name])
+            status = dict(
+                views.queue_status(workloads, [lq for lq, cq in lq_to_cq.items() if cq == record.name])
+            )
         else:
             out.append(views.object_view(record))
             continue

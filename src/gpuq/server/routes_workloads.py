@@ -189,7 +189,7 @@ def cluster_queue_pending(request: Request, name: str, user: User) -> dict[str, 
         raise not_found(f"ClusterQueue {name}")
     lq_to_cq = views.cluster_queue_of(store.list_objects("LocalQueue"))
     records = [w for w in store.list_workloads(states=views.PENDING) if lq_to_cq.get(_lq(w)) == name]
-    items = views.pending_view(views.queue_order(records), lq_to_cq)
+    items = views.pending_view(views.queue_order(records, _fair_usage(request)), lq_to_cq)
     namespaces = readable_namespaces(user)
     if namespaces is not None:  # a member keeps its workloads' true positions, sees no others
         items = [i for i in items if i["namespace"] in namespaces]
@@ -209,9 +209,18 @@ def local_queue_pending(request: Request, namespace: str, name: str, user: User)
     cluster_queue = lq_to_cq[(namespace, name)]
     records = [w for w in store.list_workloads(states=views.PENDING) if lq_to_cq.get(_lq(w)) == cluster_queue]
     items = [
-        i for i in views.pending_view(views.queue_order(records), lq_to_cq) if _lq_of(i) == (namespace, name)
+        i
+        for i in views.pending_view(views.queue_order(records, _fair_usage(request)), lq_to_cq)
+        if _lq_of(i) == (namespace, name)
     ]
     return {"localQueue": name, "namespace": namespace, "clusterQueue": cluster_queue, "items": items}
+
+
+def _fair_usage(request: Request) -> dict[tuple[str, str], float] | None:
+    """The leader's Admission Fair Sharing usage per LocalQueue (None on a follower)."""
+    reader = request.app.state.fair_sharing
+    read = reader() if reader is not None else None
+    return read.usage if read is not None else None
 
 
 def _lq(workload: WorkloadRecord) -> tuple[str, str]:

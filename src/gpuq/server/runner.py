@@ -42,6 +42,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from gpuq.core.admission_fairshare import status_view
 from gpuq.run.gpus import GPUTelemetry
 from gpuq.run.loop import ControlLoop
 from gpuq.run.metrics import ControlPlaneCollector
@@ -80,6 +81,28 @@ def queue_usage(loop: ControlLoop | None) -> QueueUsage | None:
         ]
         out[name] = (node.parent.name if node.parent is not None else "", bars)
     return out
+
+
+class FairSharingStatus(NamedTuple):
+    """Admission Fair Sharing per (namespace, LocalQueue) of a usage-based ClusterQueue: its
+    ``status.fairSharing`` and the usage its workloads are ordered by."""
+
+    status: dict[tuple[str, str], dict[str, object]]
+    usage: dict[tuple[str, str], float]
+
+
+def fair_sharing_status(loop: ControlLoop | None) -> FairSharingStatus | None:
+    """Each LocalQueue's Admission Fair Sharing from the leader's scheduler (what Kueue's LocalQueue
+    controller writes to ``status.fairSharing``, and the queue order's usage); None without a
+    configured loop."""
+    if loop is None or loop.scheduler is None:
+        return None
+    fair = loop.scheduler.fair_usage
+    if fair is None:
+        return FairSharingStatus({}, {})
+    views = {lq: status_view(fair, lq) for lq in sorted(fair.local_queues)}
+    status = {lq: view for lq, view in views.items() if view is not None}
+    return FairSharingStatus(status, {lq: fair.value_of(lq) for lq in sorted(fair.local_queues)})
 
 
 def due_idle_spells(
@@ -281,6 +304,10 @@ class LoopRunner:
     def queue_usage(self) -> QueueUsage | None:
         """For the dashboard: :func:`queue_usage` of the current loop, between steps."""
         return self.read(queue_usage)
+
+    def fair_sharing(self) -> FairSharingStatus | None:
+        """For ``GET /localqueues``: :func:`fair_sharing_status` of the current loop, between steps."""
+        return self.read(fair_sharing_status)
 
     def _update(self, **fields: Any) -> None:
         with self._lock:

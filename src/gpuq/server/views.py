@@ -122,10 +122,16 @@ def cluster_queue_of(local_queues: Iterable[ObjectRecord]) -> dict[tuple[str, st
     return out
 
 
-def queue_order(workloads: Iterable[WorkloadRecord]) -> list[WorkloadRecord]:
-    """Pending workloads in Kueue's queue order: key ``(-priority, created_at, id)``."""
+def queue_order(
+    workloads: Iterable[WorkloadRecord], usage: Mapping[tuple[str, str], float] | None = None
+) -> list[WorkloadRecord]:
+    """Pending workloads in Kueue's queue order: key ``(LocalQueue usage, -priority, created_at,
+    id)``, the usage being Admission Fair Sharing's (``usage``, the leader's; 0 without)."""
     pending = [w for w in workloads if w.state in PENDING]
-    return sorted(pending, key=lambda w: (-w.priority, w.created_at, w.id))
+    fair = usage or {}
+    return sorted(
+        pending, key=lambda w: (fair.get((w.namespace, w.queue_name), 0.0), -w.priority, w.created_at, w.id)
+    )
 
 
 def pending_view(

@@ -36,11 +36,12 @@ from gpuq.api.diagnostics import Diagnostic
 from gpuq.api.loader import CronJobSource, LoadResult
 from gpuq.api.sources import workload_name
 from gpuq.api.sources_wrapped import parse_schedule, time_zone
+from gpuq.api.workload_gates import expected_duration
 from gpuq.core import cron
 from gpuq.core.model import Workload
 from gpuq.sim.events import Event, EventKind
 from gpuq.sim.jobs import SimJob
-from gpuq.snapshot.manifests import expected_duration, total_gpus
+from gpuq.snapshot.manifests import total_gpus
 from gpuq.snapshot.runtimes import EXPECTED_DURATION
 
 if TYPE_CHECKING:

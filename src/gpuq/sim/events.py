@@ -31,10 +31,11 @@ class EventKind(IntEnum):
     MAX_EXECUTION = 5  # maximumExecutionTimeSeconds admitted: the workload is deactivated
     PROTECTION = 6  # a workload's gpuq.dev/min-runtime ended: it may be preempted from now
     REQUEUE = 7  # a requeue backoff expired
-    ARRIVAL = 8  # a workload is submitted
-    SERVICE_SYNC = 9  # an autoscaled service's sync period elapsed (ServiceHooks; version: the service)
-    PROVISIONING = 10  # a provisioning wake-up (ProvisioningHooks; tag: its kind, version: its token)
-    CRON = 11  # a CronJob's scheduled time, or a missed one run late (CronHooks; key: the CronJob)
+    USAGE_SAMPLE = 8  # Admission Fair Sharing's usageSamplingInterval elapsed
+    ARRIVAL = 9  # a workload is submitted
+    SERVICE_SYNC = 10  # an autoscaled service's sync period elapsed (ServiceHooks; version: the service)
+    PROVISIONING = 11  # a provisioning wake-up (ProvisioningHooks; tag: its kind, version: its token)
+    CRON = 12  # a CronJob's scheduled time, or a missed one run late (CronHooks; key: the CronJob)
 
     @property
     def core(self) -> bool:

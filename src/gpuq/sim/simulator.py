@@ -63,6 +63,7 @@ _TIMERS = {
     EventKind.MAX_EXECUTION: Timer.MAX_EXECUTION,
     EventKind.PROTECTION: Timer.PROTECTION,
     EventKind.REQUEUE: Timer.REQUEUE,
+    EventKind.USAGE_SAMPLE: Timer.USAGE_SAMPLE,
 }
 _TIMER_EVENTS = {timer: kind for kind, timer in _TIMERS.items()}
 _SERVICE_EVENTS = frozenset({EventKind.SERVICE_SYNC})

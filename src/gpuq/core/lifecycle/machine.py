@@ -64,7 +64,7 @@ from gpuq.core.lifecycle.effects import (
     WakeAt,
 )
 from gpuq.core.lifecycle.events import JobPolicy
-from gpuq.core.lifecycle.states import Timer, WorkloadState, check_transition
+from gpuq.core.lifecycle.states import USAGE_SAMPLE_KEY, Timer, WorkloadState, check_transition
 from gpuq.core.model import CheckState, Workload
 from gpuq.core.placement.engine import PodBinding
 
@@ -153,6 +153,7 @@ class Lifecycle:
         self._window = settings.window or progress_window(len(scheduler.config.cluster_queues))
         self._dirty = False
         self._evicting: set[str] = set()
+        self._sampling = False  # the Admission Fair Sharing sampling timer is set
         wait = scheduler.config.scheduler.wait_for_pods_ready
         self._wait = wait
         self._ready_timeout = wait.timeout_s if wait.enable else None
@@ -268,6 +269,7 @@ class Lifecycle:
 
         ``clock``: a live driver's wall clock, read at each cycle, so that each decision carries the
         time it was made (a simulator's pass happens at one instant: ``at``)."""
+        self._arm_sampling(at)
         if not self._dirty:
             return
         self._dirty = False
@@ -458,7 +460,23 @@ class Lifecycle:
             self._start(life, event.at)
 
     # ------------------------------------------------------------------ timers
+    def _arm_sampling(self, at: float) -> None:
+        """Admission Fair Sharing samples every usageSamplingInterval while sampling changes
+        something (:meth:`Scheduler.samples_due`); a shell that runs out of events then ends."""
+        fair = self.scheduler.fair_usage
+        if fair is None or self._sampling or not self.scheduler.samples_due():
+            return
+        self._sampling = True
+        interval = fair.afs.usage_sampling_interval_s
+        self.hooks.effect(WakeAt(USAGE_SAMPLE_KEY, Timer.USAGE_SAMPLE, at + interval, 0))
+
     def _on_timer(self, event: ev.TimerFired) -> None:
+        if event.timer == Timer.USAGE_SAMPLE:
+            self._sampling = False
+            self.scheduler.sample_usage(event.at)
+            self._dirty = True  # the order of usage-based queues may have changed
+            self._arm_sampling(event.at)
+            return
         life = self.lives.get(event.key)
         if life is None or life.token != event.token:
             return  # ended, or quota reserved / released since: the timer is stale
@@ -499,6 +517,7 @@ class Lifecycle:
     def _admitted(self, life: Life, at: float) -> None:
         """Admitted from ``at``: the maximumExecutionTimeSeconds timer, for what is left of it."""
         life.admitted_at = at
+        self.scheduler.became_admitted(life.key, at)
         limit = life.workload.maximum_execution_s
         if limit is not None:
             left = max(0, limit - life.past_execution_s)

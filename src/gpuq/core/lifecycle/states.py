@@ -70,3 +70,8 @@ class Timer(StrEnum):
     DEADLINE = "ActiveDeadline"  # activeDeadlineSeconds since the first start
     MAX_EXECUTION = "MaximumExecutionTime"  # maximumExecutionTimeSeconds admitted, over all admissions
     PROTECTION = "PreemptionProtection"  # gpuq.dev/min-runtime since quota was reserved: preemptable now
+    USAGE_SAMPLE = "AdmissionFairSharingSample"  # usageSamplingInterval elapsed (key: USAGE_SAMPLE_KEY)
+
+
+USAGE_SAMPLE_KEY = ""
+"""The key of the Admission Fair Sharing sampling timer: it belongs to no workload."""
