@@ -180,6 +180,21 @@ AFS_CONFIG = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configurat
 
 CASES: list[tuple[str, Callable[[Docs], None], tuple[str, str, str, str]]] = [
     (
+        "a backfill annotation that is not true or false is rejected",
+        setting("cq", "metadata.annotations", {"gpuq.dev/backfill": "yes"}),
+        ("ClusterQueue", "cq", "metadata.annotations[gpuq.dev/backfill]", 'must be "true" or "false"'),
+    ),
+    (
+        "an unknown victim order is rejected",
+        setting("cq", "metadata.annotations", {"gpuq.dev/victim-order": "newest"}),
+        (
+            "ClusterQueue",
+            "cq",
+            "metadata.annotations[gpuq.dev/victim-order]",
+            'must be "kueue" or "lost-work"',
+        ),
+    ),
+    (
         "an invalid flavor name is rejected",
         setting("rf", "metadata.name", "A100_GPU"),
         ("ResourceFlavor", "A100_GPU", "metadata.name", "RFC 1123 subdomain"),
@@ -775,6 +790,21 @@ def test_the_other_verbs_load_a_workload_kueue_never_admits_and_leave_it_pending
 
 
 WARNINGS: list[tuple[str, Callable[[Docs], None], tuple[str, str, str, str]]] = [
+    (
+        "backfill on a BestEffortFIFO queue has no effect",
+        setting("cq", "metadata.annotations", {"gpuq.dev/backfill": "true"}),
+        (
+            "ClusterQueue",
+            "cq",
+            "metadata.annotations[gpuq.dev/backfill]",
+            "has no effect on a BestEffortFIFO queue",
+        ),
+    ),
+    (
+        "an expected duration that is not a duration is ignored with a warning",
+        setting("wl", "metadata.annotations", {"gpuq.dev/expected-duration": "soon"}),
+        ("Workload", "train", "metadata.annotations[gpuq.dev/expected-duration]", "not a duration"),
+    ),
     (
         "a workload without a queue name will never be admitted",
         setting("wl", "spec.queueName", ""),

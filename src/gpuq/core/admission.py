@@ -89,6 +89,7 @@ class Scheduler:
         self.reservations: dict[str, float] = {}
         """Heads of backfill queues by key: the time each is reserved to start (:mod:`.backfill`)."""
         self._held: dict[str, dict[FlavorResource, int]] = {}  # this cycle's capacity kept for heads
+        self._planned: dict[str, tuple[object, ...]] = {}  # per backfill queue: what its last plan read
         self.overran: set[str] = set()
         """Workloads evicted at the runtime they were backfilled with: never backfilled again."""
 
@@ -351,6 +352,16 @@ class Scheduler:
                 continue
             if self.state.node(head.cluster_queue).root() in touched:
                 continue  # planned next cycle, with this cycle's admissions counted
+            # Nothing it reads changed since this head was last planned (the quota of its cohort
+            # tree, the workloads in its queue, the nodes' free state): the same reservation, and
+            # no candidate that failed then can pass now, as time only brings ends closer to it.
+            nodes = self.binder.placer.index.version if self.binder is not None else 0
+            queue = self.queues[head.cluster_queue]
+            seen = (head.workload, self.state.version(head.cluster_queue), queue.pushes, nodes)
+            if self._planned.get(head.cluster_queue) == seen and head.key in self.reservations:
+                pending[:] = [self._reserved_pending(head, p) for p in pending]
+                continue
+            self._planned[head.cluster_queue] = seen
             # The capacity Kueue keeps for a head without preemption candidates is the head's to
             # lend: the reservation protects it instead, so candidates may use it until then.
             held = self._held.get(head.key, {})
@@ -366,10 +377,14 @@ class Scheduler:
                 )
             finally:
                 self.state.tree.add(head.cluster_queue, held)
-            for index, why in enumerate(pending):
-                if why.workload == head.key:
-                    pending[index] = self._pending(head, f"{why.message}; {backfill.RESERVED}", why.reason)
+            pending[:] = [self._reserved_pending(head, p) for p in pending]
         return backfilled
+
+    def _reserved_pending(self, head: Entry, why: Pending) -> Pending:
+        """``why`` with the head's reservation said, when it is the head's."""
+        if why.workload != head.key:
+            return why
+        return self._pending(head, f"{why.message}; {backfill.RESERVED}", why.reason)
 
     def _backfill_behind(
         self,

@@ -155,6 +155,9 @@ class ClusterQueueQueue:
         self._representative: dict[tuple[object, ...], str] = {}  # shape -> heap key the followers follow
         self._sticky: str | None = None
         self._counter = 0
+        self.pushes = 0
+        """Workloads pushed so far (arrivals and returns): a view of the queue that saw the same count
+        and the same quota has seen every workload in it (backfill's reuse)."""
 
     def __len__(self) -> int:
         return self.active_count + self.inadmissible_count
@@ -183,6 +186,7 @@ class ClusterQueueQueue:
         return {key: w for group in self._parked.values() for key, w in group.members.items()}
 
     def push(self, workload: Workload) -> None:
+        self.pushes += 1
         heapq.heappush(self._heap, self._activate(workload))
         if len(self._heap) > COMPACT_FACTOR * len(self._entries) + COMPACT_SLACK:
             self._compact()

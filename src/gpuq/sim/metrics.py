@@ -141,6 +141,8 @@ def variant_metrics(
     extra = {"checkpoints": checkpoint_metrics(runs)} if any(r.job.checkpoint_cost_s for r in runs) else {}
     if (deadlines := deadline_table(runs, span)) is not None:
         extra["deadlines"] = deadlines
+    if any(r.reserved_at is not None or r.backfill_spans for r in runs):
+        extra["backfill"] = backfill_metrics(runs)
     return {
         "name": name,
         "description": description,
@@ -180,6 +182,28 @@ def checkpoint_metrics(runs: Sequence[SimRun]) -> dict[str, Any]:
         "written": sum(r.checkpoints for r in runs),
         "overhead_gpu_hours": _round(math.fsum(r.checkpoint_overhead_s * r.job.gpus for r in runs) / 3600),
         "lost_gpu_hours": _round(math.fsum(r.lost_gpu_s for r in runs) / 3600),
+    }
+
+
+def backfill_metrics(runs: Sequence[SimRun]) -> dict[str, Any]:
+    """What backfill did, and the check of its promise: a head reserved to start at R that started
+    later had no backfilled workload holding quota at R (``delayed_by_backfill`` counts those that did)."""
+    spans = [span for r in runs for span in r.backfill_spans]
+    heads = [r for r in runs if r.reserved_at is not None]
+    late = [r for r in heads if r.first_admitted is None or r.first_admitted > r.reserved_at + 1e-6]  # type: ignore[operator]
+    delayed = [
+        r
+        for r in late
+        if any(start < r.reserved_at < end for start, end in spans)  # type: ignore[operator]
+    ]
+    overran = sum(1 for r in runs if r.backfill_spans and r.evictions and "backfilled with" in r.reason)
+    return {
+        "backfilled": len(spans),
+        "backfilled_workloads": sum(1 for r in runs if r.backfill_spans),
+        "evicted_at_declared_runtime": overran,
+        "heads_reserved": len(heads),
+        "heads_started_after_reservation": len(late),
+        "delayed_by_backfill": len(delayed),
     }
 
 

@@ -143,6 +143,8 @@ class SimRun:
     held: bool = False  # holds quota, an admission check the provisioning hooks own is not Ready yet
     deleted: bool = False  # withdrawn (a replaced CronJob Job, a replica scaled away): ended, not completed
     bindings: tuple[PodBinding, ...] = ()  # where its pods run now (from the lifecycle's StartPods)
+    reserved_at: float | None = None  # a backfill head: the time it was first reserved to start
+    backfill_spans: list[list[float]] = field(default_factory=list)  # [admitted, released] per backfill
 
     @property
     def checkpoint_s(self) -> float | None:
@@ -326,6 +328,8 @@ class Simulation:
             self._now = last = now
             self._apply_due(now)
             self.life.settle(now)
+            if self.scheduler.reservations:
+                self._note_reservations()
             if self.provisioning is not None:
                 self.provisioning.after_schedule(now, self)
             if self._stop_when is not None and self._stop_when(self):
@@ -531,8 +535,17 @@ class Simulation:
         """Disruption budgets protect serving replicas."""
         return self.services.filter_preemptions(result, self) if self.services is not None else result
 
+    def _note_reservations(self) -> None:
+        """Each backfill head's first reservation (for the check that no backfill delayed it)."""
+        for key, at in self.scheduler.reservations.items():
+            run = self.runs.get(key)
+            if run is not None and run.reserved_at is None:
+                run.reserved_at = at
+
     def _on_reserved(self, effect: Reserved) -> None:
         run = self.runs[effect.key]
+        if effect.admit.run_limit_s is not None:  # backfilled ahead of a reserved head
+            run.backfill_spans.append([effect.at, math.inf])
         run.held = effect.state == WorkloadState.QUOTA_RESERVED
         run.status = effect.state
         run.version += 1
@@ -712,6 +725,8 @@ class Simulation:
         run = self.runs.get(effect.key)
         if run is not None:
             run.bindings = ()
+            if run.backfill_spans and run.backfill_spans[-1][1] == math.inf:
+                run.backfill_spans[-1][1] = effect.at
         if self.placer is not None:
             for name in effect.nodes:
                 self.recorder.node_changed(effect.at, self.placer.nodes[name])
