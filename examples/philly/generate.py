@@ -1,4 +1,4 @@
-"""Writes nodes.yaml and queues.yaml of the Philly replay from the trace folder staged in the repository (data/traces/philly).
+"""Writes nodes.yaml and queues.yaml of the Philly replay from the trace staged in data/traces/philly.
 
     .venv/bin/python examples/philly/generate.py
 
