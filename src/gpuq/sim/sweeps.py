@@ -9,9 +9,10 @@ the variants ran.
 Where a variant is prepared:
 
 1. in this process (``--jobs 1``): with the caller's workloads, as the command always did;
-2. in a local worker (``--jobs N``): the worker reads the workloads again from the plan (the
-   configuration texts travel in ``plan.sources``; the trace is a local file) and prepares the
-   variant itself, so that the parent's serial part stays small;
+2. in a local worker (``--jobs N``, forked from a fork server that imported the engine once):
+   the worker reads the workloads again from the plan (the configuration texts travel in
+   ``plan.sources``; the trace is a local file) and prepares the variant itself, so that the
+   parent's serial part stays small;
 3. on a Ray cluster (:mod:`gpuq.sim.sweep_ray`): the caller prepares it, since the cluster's
    nodes need not see the user's files; the prepared variant travels whole.
 """
@@ -33,6 +34,7 @@ from gpuq.sim.simulator import SimResult
 from gpuq.sim.traces.model import BadRow, TraceRead
 
 PROGRESS_STEPS = 200  # progress reports per variant: a bar's resolution, not a cost
+WORKER_MODULES = ("gpuq.sim.metrics", "gpuq.sim.serving.report", "gpuq.sim.provisioning.report")
 SMALL_SWEEP = 5_000  # workloads over all variants below which the default runs them here
 
 
@@ -204,20 +206,32 @@ def run_in_process(jobs: Sequence[VariantJob], progress: Progress | None) -> Ite
 def run_in_workers(
     jobs: Sequence[VariantJob], workers: int, progress: Progress | None
 ) -> Iterator[VariantOutcome]:
-    """The variants in ``workers`` spawned processes; outcomes in variant order, each as soon as it
-    and those before it are done. Progress comes back over a queue read by a thread here."""
-    context = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads
-    queue: Any = context.Queue()
+    """The variants in ``workers`` worker processes; outcomes in variant order, each as soon as it
+    and those before it are done. Progress (when wanted) comes back over a queue read by a thread."""
+    context = _context()
+    queue: Any = context.Queue() if progress is not None else None
     reader = threading.Thread(target=_relay, args=(queue, progress), daemon=True)
-    reader.start()
+    if queue is not None:
+        reader.start()
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(queue,))
     try:
         yield from in_order([pool.submit(_worker_run, job) for job in jobs])
     finally:  # a caller that stops early (a failed variant) cancels the variants not started
         pool.shutdown(wait=True, cancel_futures=True)
-        queue.put(None)
-        reader.join()
-        queue.close()
+        if queue is not None:
+            queue.put(None)
+            reader.join()
+            queue.close()
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """Workers forked from a fork server that imported the engine once (one import for all the
+    workers, never a fork of this process and its threads), or spawned where there is none."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():  # pragma: no cover - Windows
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__, *WORKER_MODULES])
+    return context
 
 
 def in_order(futures: Sequence[Future[VariantOutcome]]) -> Iterator[VariantOutcome]:
@@ -249,8 +263,7 @@ def _send(index: int, kind: str, value: float) -> None:
     _QUEUE.put((index, kind, value))
 
 
-def _relay(queue: Any, progress: Progress | None) -> None:
+def _relay(queue: Any, progress: Progress) -> None:
     """Hand each worker's report to ``progress`` until the None that ends the run."""
     while (item := queue.get()) is not None:
-        if progress is not None:
-            progress(*item)
+        progress(*item)
