@@ -48,6 +48,31 @@ def same_bytes(first: Path, second: Path) -> bool:
     return all((first / name).read_bytes() == (second / name).read_bytes() for name in OUTPUTS)
 
 
+def spin(loops: int) -> float:
+    """Pure-Python work, the yardstick of what the machine gives a second process now."""
+    total = 0
+    for value in range(loops):
+        total += value * value
+    return float(total % 7)
+
+
+def machine_parallelism(workers: int, loops: int = 10_000_000) -> float:
+    """How much faster ``workers`` copies of :func:`spin` run in processes than one after another:
+    ``workers`` on an idle machine with that many free cores, less where others share them."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    started = time.perf_counter()
+    for _ in range(workers):
+        spin(loops)
+    serial = time.perf_counter() - started
+    with ProcessPoolExecutor(workers) as pool:
+        list(pool.map(spin, [1] * workers))  # started before the clock
+        started = time.perf_counter()
+        list(pool.map(spin, [loops] * workers))
+        parallel = time.perf_counter() - started
+    return serial / parallel
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", nargs="+", default=list(EXAMPLES), choices=list(EXAMPLES))
@@ -57,6 +82,10 @@ def main() -> None:
     )
     parser.add_argument("--ray-address", help="also time --ray-address ADDR (an existing cluster)")
     args = parser.parse_args()
+    print(
+        f"machine: {os.cpu_count()} CPUs; {args.jobs} processes of pure Python run "
+        f"{machine_parallelism(args.jobs):.2f}× as fast as one after another (the ceiling here)"
+    )
     print(
         f"{'example':<15} {'variants':>8} {'jobs 1':>8} {f'jobs {args.jobs}':>8} {'speed-up':>8}  same bytes"
     )

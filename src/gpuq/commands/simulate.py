@@ -97,6 +97,7 @@ def simulate(
     from gpuq.sim.metrics import SCHEMA
     from gpuq.sim.scenario import ScenarioError, load_workloads, plan_scenario
     from gpuq.sim.sweep_ray import RaySweepError, check_address
+    from gpuq.sim.sweeps import SweepError
     from gpuq.sim.traces.model import TraceError
 
     if jobs is not None and jobs < 1:
@@ -145,7 +146,7 @@ def simulate(
             for outcome in _outcomes(plan, workloads, strict, jobs, ray_address, progress):
                 variants.append(_take(outcome, workloads, said, quiet))
                 csv_parts.append(outcome.csv)
-        except RaySweepError as error:
+        except SweepError as error:
             err.print(f"error: {error}", style="red", highlight=False, markup=False)
             raise typer.Exit(1) from error
     document = {"schema": SCHEMA, "scenario": plan.name, "seed": plan.seed, "variants": variants}

@@ -12,14 +12,14 @@ import socket
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from gpuq.sim.sweeps import Progress, VariantJob, VariantOutcome, run_variant
+from gpuq.sim.sweeps import Progress, SweepError, VariantJob, VariantOutcome, run_variant
 
 OPTION = "--ray-address"
 PROBE_TIMEOUT_S = 5.0  # Ray itself retries an unreachable address for minutes before it gives up
 NAMESPACE = "gpuq-sweeps"
 
 
-class RaySweepError(Exception):
+class RaySweepError(SweepError):
     """The cluster cannot be used or a task failed on it; the message is one line naming the option."""
 
 

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,10 @@ from gpuq.sim.traces.model import BadRow, TraceRead
 PROGRESS_STEPS = 200  # progress reports per variant: a bar's resolution, not a cost
 WORKER_MODULES = ("gpuq.sim.metrics", "gpuq.sim.serving.report", "gpuq.sim.provisioning.report")
 SMALL_SWEEP = 5_000  # workloads over all variants below which the default runs them here
+
+
+class SweepError(Exception):
+    """The variants could not all be run (a worker died, a cluster failed); one line for the user."""
 
 
 @dataclass(frozen=True)
@@ -216,6 +221,8 @@ def run_in_workers(
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(queue,))
     try:
         yield from in_order([pool.submit(_worker_run, job) for job in jobs])
+    except BrokenProcessPool as error:  # killed (out of memory, a signal): no outcome to report
+        raise SweepError(f"--jobs {workers}: a worker process died before its variant finished") from error
     finally:  # a caller that stops early (a failed variant) cancels the variants not started
         pool.shutdown(wait=True, cancel_futures=True)
         if queue is not None:
