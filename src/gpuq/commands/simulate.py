@@ -144,6 +144,8 @@ def simulate(
     with _progress(plan, quiet) as progress:
         try:
             for outcome in _outcomes(plan, workloads, strict, jobs, ray_address, progress):
+                if progress is not None:
+                    progress(outcome.index, "done", 0.0)
                 variants.append(_take(outcome, workloads, said, quiet))
                 csv_parts.append(outcome.csv)
         except SweepError as error:
@@ -254,7 +256,8 @@ def _take(outcome: VariantOutcome, workloads: TraceRead, said: set[str], quiet: 
 
 @contextmanager
 def _progress(plan: ScenarioPlan, quiet: bool) -> Iterator[Callable[[int, str, float], None] | None]:
-    """One bar per variant, added when its run starts (a worker's reports come from another thread)."""
+    """One bar per variant, added when its run starts and filled when its outcome is taken (a
+    worker's reports come from another thread: rich's updates take a lock)."""
     if quiet:
         yield None
         return
@@ -267,12 +270,21 @@ def _progress(plan: ScenarioPlan, quiet: bool) -> Iterator[Callable[[int, str, f
         transient=True,
     ) as bars:
         tasks: dict[int, TaskID] = {}
+        totals: dict[int, float] = {}
         several = len(plan.variants) > 1
 
+        finished: set[int] = set()  # a worker's last reports may come after its outcome
+
         def report(index: int, kind: str, value: float) -> None:
-            if kind == "total":
+            if kind == "done":
+                finished.add(index)
+                if index in tasks:
+                    bars.update(tasks[index], completed=totals[index])
+            elif index in finished:
+                return
+            elif kind == "total":
                 name = f"{plan.name} {plan.variants[index].name}" if several else plan.name
-                tasks[index] = bars.add_task(name, total=value, clock="")
+                tasks[index], totals[index] = bars.add_task(name, total=value, clock=""), value
             elif index in tasks:
                 bars.update(tasks[index], completed=value, clock=f"t={_human(value)}")
 
