@@ -111,6 +111,20 @@ def test_a_variant_that_cannot_be_prepared_fails_alike_in_a_worker_and_in_the_pr
     assert "error: variant broken: the configuration has errors" in errors[0]
 
 
+class DiesWhenUnpickled:
+    """Unpickled in a worker, ends that process at once, as the kernel's out-of-memory killer would."""
+
+    def __reduce__(self) -> tuple[object, tuple[int]]:
+        return os._exit, (3,)
+
+
+def test_a_worker_that_dies_is_a_sweep_error_naming_jobs() -> None:
+    plan = plan_scenario([HOLIDAY], compare=True)
+    doomed = sweeps.VariantJob(plan, 0, workloads=DiesWhenUnpickled())  # type: ignore[arg-type]
+    with pytest.raises(sweeps.SweepError, match=r"^--jobs 2: a worker process died"):
+        list(sweeps.run_in_workers([doomed, sweeps.VariantJob(plan, 1)], 2, None))
+
+
 def free_port() -> int:
     """A port nothing listens on (bound, then closed)."""
     with socket.socket() as probe:
