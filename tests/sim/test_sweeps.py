@@ -162,6 +162,20 @@ def test_bad_jobs_and_ray_addresses_are_one_line_errors_naming_the_option(
     assert not out.exists()
 
 
+def test_ray_is_imported_only_for_ray_address(tmp_path: Path) -> None:
+    """Start-up stays fast: a sweep on local workers never loads Ray in the command's process."""
+    probe = (
+        "import sys\nfrom typer.testing import CliRunner\nfrom gpuq.cli import app\n"
+        f"done = CliRunner().invoke(app, ['simulate', '-f', {HOLIDAY!r}, '--compare', '--jobs', '2', "
+        f"'--out-dir', {str(tmp_path)!r}, '-q'])\n"
+        "print(done.exit_code, 'ray' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=source_env(), capture_output=True, text=True, timeout=300
+    )
+    assert done.stdout.split()[-2:] == ["0", "False"], done.stdout + done.stderr
+
+
 DEFAULT_JOBS = [
     ("one worker per variant while CPUs last", 4, 10_000, 8, 4),
     ("no more workers than CPUs", 4, 10_000, 2, 2),
