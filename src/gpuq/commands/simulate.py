@@ -102,11 +102,11 @@ def simulate(
 
     if jobs is not None and jobs < 1:
         _fail(f"--jobs must be at least 1 (got {jobs})")
-    try:
-        if ray_address is not None:
+    if ray_address is not None:  # its form now; whether a cluster answers there, once the runs start
+        try:
             check_address(ray_address)
-    except RaySweepError as error:
-        _fail(str(error))
+        except RaySweepError as error:
+            _fail(str(error))
 
     try:
         plan = plan_scenario(
