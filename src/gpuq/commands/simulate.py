@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import json
 import sys
-import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from gpuq.commands.render import OUTPUT_HELP, OutputFormat, write_document
 
 if TYPE_CHECKING:
-    from gpuq.sim.provisioning.provisioner import Provisioner
     from gpuq.sim.scenario import PreparedVariant, ScenarioPlan
-    from gpuq.sim.simulator import SimResult
-    from gpuq.sim.traces.model import BadRow
+    from gpuq.sim.sweeps import VariantOutcome
+    from gpuq.sim.traces.model import BadRow, TraceRead
 
 out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
@@ -68,6 +68,24 @@ def simulate(
     ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Refused trace rows are fatal.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar, no tables.")] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            help="Variants run at once in worker processes (default: the CPUs, at most one per variant, "
+            "and 1 for sweeps under 5,000 workloads in all; 1: one after another in this process). "
+            "With --ray-address: Ray tasks at once (default: all).",
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            help="Run the variants as Ray tasks on the cluster at HOST:PORT (or ray://HOST:PORT, auto); "
+            "its nodes need gpuq installed. Outputs are the same bytes as a local run.",
+        ),
+    ] = None,
 ) -> None:
     """Simulate the Scenario (or a trace against the configuration) with the same engine as gpuq serve.
 
@@ -76,11 +94,19 @@ def simulate(
     if old_out is not None:
         err.print("warning: --out is deprecated; use --out-dir", style="yellow", highlight=False)
         out_dir = out_dir or old_out
-    from gpuq.sim.metrics import SCHEMA, variant_metrics, workloads_csv
-    from gpuq.sim.provisioning import report as provisioning_report
-    from gpuq.sim.scenario import ScenarioError, load_workloads, plan_scenario, prepare
-    from gpuq.sim.serving.report import batch_only, serving_metrics
+    from gpuq.sim.metrics import SCHEMA
+    from gpuq.sim.scenario import ScenarioError, load_workloads, plan_scenario
+    from gpuq.sim.sweep_ray import RaySweepError, check_address
+    from gpuq.sim.sweeps import SweepError
     from gpuq.sim.traces.model import TraceError
+
+    if jobs is not None and jobs < 1:
+        _fail(f"--jobs must be at least 1 (got {jobs})")
+    if ray_address is not None:  # its form now; whether a cluster answers there, once the runs start
+        try:
+            check_address(ray_address)
+        except RaySweepError as error:
+            _fail(str(error))
 
     try:
         plan = plan_scenario(
@@ -115,57 +141,16 @@ def simulate(
     variants: list[dict[str, Any]] = []
     csv_parts: list[str] = []
     said: set[str] = set()  # initial-state findings, once for all variants
-    for variant_plan in plan.variants:
+    with _progress(plan, quiet) as progress:
         try:
-            prepared = prepare(plan, variant_plan, workloads)
-        except ScenarioError as error:
-            for diagnostic in error.diagnostics:
-                err.print(str(diagnostic), highlight=False, markup=False)
-            err.print(f"error: {error.message}", style="red", highlight=False, markup=False)
+            for outcome in _outcomes(plan, workloads, strict, jobs, ray_address, progress):
+                if progress is not None:
+                    progress(outcome.index, "done", 0.0)
+                variants.append(_take(outcome, workloads, said, quiet))
+                csv_parts.append(outcome.csv)
+        except SweepError as error:
+            err.print(f"error: {error}", style="red", highlight=False, markup=False)
             raise typer.Exit(1) from error
-        if strict and prepared.bad_rows:
-            err.print(f"error: {prepared.bad_rows[0]}", style="red", highlight=False, markup=False)
-            raise typer.Exit(1)
-        _report_bad_rows(prepared.bad_rows, workloads.rows, f"variant {variant_plan.name}: ")
-        _report_state(plan, prepared, said)
-        started = time.perf_counter()
-        result, provisioner = _run(prepared, quiet)
-        wall = time.perf_counter() - started
-        bins = plan.spec.settings.bins if plan.spec else 240
-        services = serving_metrics(result, bins) if prepared.serving is not None else None
-        result = batch_only(result)  # serving replicas are reported per service, not as jobs
-        shares = plan.spec.fairness.shares if plan.spec else {}
-        total = sum(shares.values())
-        metrics = variant_metrics(
-            variant_plan.name,
-            result,
-            prepared.config,
-            description=variant_plan.description,
-            bins=plan.spec.settings.bins if plan.spec else 240,
-            entitlements={t: s / total for t, s in shares.items()} if shares else None,
-            queueing=variant_plan.queueing,
-        )
-        metrics["workloads"]["bad_rows"] = len(workloads.bad_rows) + len(prepared.bad_rows)
-        if services is not None:
-            metrics["serving"] = services
-        if provisioner is not None:  # only when the scenario turns provisioning on
-            metrics["provisioning"] = provisioning_report.provisioning_metrics(provisioner, result, bins)
-            metrics["cost_attribution"] = provisioning_report.cost_metrics(provisioner, result)
-        variants.append(metrics)
-        csv_parts.append(
-            workloads_csv(
-                result.runs.values(), variant_plan.name if len(plan.variants) > 1 else None, result.span_s
-            )
-        )
-        if not quiet:  # wall-clock figures: here, never in metrics.json (byte-identical from run to run)
-            decisions = (
-                f", {provisioner.decision_s:.2f}s of it in provisioning decisions" if provisioner else ""
-            )
-            err.print(
-                f"variant {variant_plan.name}: {len(result.runs)} workloads, {result.events} events, "
-                f"{result.cycles} scheduling cycles in {wall:.1f}s wall{decisions}",
-                highlight=False,
-            )
     document = {"schema": SCHEMA, "scenario": plan.name, "seed": plan.seed, "variants": variants}
     paths = _write_outputs(target, document, csv_parts)
     wrote = f"wrote {', '.join(str(p) for p in paths)}"
@@ -176,38 +161,6 @@ def simulate(
     if not quiet:
         _print_summary(plan, variants)
     out.print(wrote, highlight=False, markup=False)
-
-
-def _run(prepared: PreparedVariant, quiet: bool) -> tuple[SimResult, Provisioner | None]:
-    from gpuq.sim.provisioning.provisioner import Provisioner
-
-    jobs = prepared.jobs
-    last = max(
-        [j.workload.creation_time for j in jobs] + [r.remaining_s for r in prepared.residents], default=0.0
-    )
-    total = prepared.settings.horizon_s or last or 1.0
-    with Progress(
-        TextColumn(f"[bold]{prepared.plan.name}"),
-        BarColumn(),
-        TextColumn("{task.fields[clock]}"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=quiet,
-    ) as progress:
-        task = progress.add_task("simulating", total=total, clock="")
-        marks = {"next": 0.0}
-        step = total / 200
-
-        def on_progress(now: float) -> None:
-            if now >= marks["next"]:
-                marks["next"] = now + step
-                progress.update(task, completed=min(now, total), clock=f"t={_human(now)}")
-
-        simulation = prepared.simulation(None if quiet else on_progress)
-        result = simulation.run()
-        provisioner = simulation.provisioning
-        return result, provisioner if isinstance(provisioner, Provisioner) else None
 
 
 def _write_outputs(target: Path, document: dict[str, Any], csv_parts: list[str]) -> list[Path]:
@@ -227,19 +180,115 @@ def _write_outputs(target: Path, document: dict[str, Any], csv_parts: list[str])
     return [*paths, report_path]
 
 
-def _report_state(plan: ScenarioPlan, prepared: PreparedVariant, said: set[str]) -> None:
-    """What the initial state assumed (warnings), which of its workloads Kueue would never admit
-    (they are simulated and stay pending), and which trace rows it replaced (notes)."""
-    state = plan.state
-    never = [d for d in prepared.warnings if d.stays_pending and state is not None and state.holds(d.path)]
-    for diagnostic in [*never, *prepared.state_warnings]:
-        if str(diagnostic) not in said:
-            said.add(str(diagnostic))
-            err.print(str(diagnostic), style="yellow", highlight=False, markup=False)
-    for note in prepared.notes:
+def _outcomes(
+    plan: ScenarioPlan,
+    workloads: TraceRead,
+    strict: bool,
+    jobs: int | None,
+    ray_address: str | None,
+    progress: Callable[[int, str, float], None] | None,
+) -> Iterator[VariantOutcome]:
+    """Every variant's outcome in variant order: on Ray, in worker processes or here (gpuq.sim.sweeps)."""
+    from gpuq.sim import sweeps
+
+    count = len(plan.variants)
+    if ray_address is not None:
+        from gpuq.sim.sweep_ray import run_on_ray
+
+        prepared = [_prepared(plan, index, workloads) for index in range(count)]
+        tasks = [sweeps.VariantJob(plan, i, strict, prepared=p) for i, p in enumerate(prepared)]
+        return run_on_ray(tasks, ray_address, jobs, progress)
+    workers = jobs if jobs is not None else sweeps.default_jobs(count, len(workloads.jobs))
+    if workers == 1 or count == 1:
+        here = [sweeps.VariantJob(plan, index, strict, workloads=workloads) for index in range(count)]
+        return sweeps.run_in_process(here, progress)
+    away = [sweeps.VariantJob(plan, index, strict) for index in range(count)]  # workers read the inputs
+    return sweeps.run_in_workers(away, min(workers, count), progress)
+
+
+def _prepared(plan: ScenarioPlan, index: int, workloads: TraceRead) -> PreparedVariant:
+    """The variant prepared here (for Ray), or the command's error for it."""
+    from gpuq.sim.scenario import ScenarioError, prepare
+
+    try:
+        return prepare(plan, plan.variants[index], workloads)
+    except ScenarioError as error:
+        _fail(error.message, tuple(str(d) for d in error.diagnostics))
+
+
+def _fail(message: str, diagnostics: tuple[str, ...] = ()) -> NoReturn:
+    for diagnostic in diagnostics:
+        err.print(diagnostic, highlight=False, markup=False)
+    err.print(f"error: {message}", style="red", highlight=False, markup=False)
+    raise typer.Exit(1)
+
+
+def _take(outcome: VariantOutcome, workloads: TraceRead, said: set[str], quiet: bool) -> dict[str, Any]:
+    """Print what a variant's run says (once per finding for all variants) and return its metrics."""
+    if outcome.failure is not None:
+        _fail(*outcome.failure)
+    if outcome.refused is not None:
+        _fail(outcome.refused)
+    _report_bad_rows(list(outcome.bad_rows), workloads.rows, f"variant {outcome.name}: ")
+    for line in outcome.state_lines:
+        if line not in said:
+            said.add(line)
+            err.print(line, style="yellow", highlight=False, markup=False)
+    for note in outcome.notes:
         if note not in said:
             said.add(note)
             err.print(f"note: {note}", highlight=False, markup=False)
+    metrics = outcome.metrics
+    metrics["workloads"]["bad_rows"] += len(workloads.bad_rows)
+    if not quiet:  # wall-clock figures: here, never in metrics.json (byte-identical from run to run)
+        decisions = (
+            f", {outcome.decision_s:.2f}s of it in provisioning decisions"
+            if outcome.decision_s is not None
+            else ""
+        )
+        err.print(
+            f"variant {outcome.name}: {outcome.workloads} workloads, {outcome.events} events, "
+            f"{outcome.cycles} scheduling cycles in {outcome.wall_s:.1f}s wall{decisions}",
+            highlight=False,
+        )
+    return metrics
+
+
+@contextmanager
+def _progress(plan: ScenarioPlan, quiet: bool) -> Iterator[Callable[[int, str, float], None] | None]:
+    """One bar per variant, added when its run starts and filled when its outcome is taken (a
+    worker's reports come from another thread: rich's updates take a lock)."""
+    if quiet:
+        yield None
+        return
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[clock]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bars:
+        tasks: dict[int, TaskID] = {}
+        totals: dict[int, float] = {}
+        several = len(plan.variants) > 1
+
+        finished: set[int] = set()  # a worker's last reports may come after its outcome
+
+        def report(index: int, kind: str, value: float) -> None:
+            if kind == "done":
+                finished.add(index)
+                if index in tasks:
+                    bars.update(tasks[index], completed=totals[index])
+            elif index in finished:
+                return
+            elif kind == "total":
+                name = f"{plan.name} {plan.variants[index].name}" if several else plan.name
+                tasks[index], totals[index] = bars.add_task(name, total=value, clock=""), value
+            elif index in tasks:
+                bars.update(tasks[index], completed=value, clock=f"t={_human(value)}")
+
+        yield report
 
 
 def _report_bad_rows(bad: list[BadRow], rows: int, prefix: str = "") -> None:
