@@ -40,7 +40,7 @@ from gpuq.core.model import (
 )
 from gpuq.core.nomination import Entry, nominate, preemption_targets_for
 from gpuq.core.placement.engine import PlacementFailure, Placer, PodBinding
-from gpuq.core.queues import ClusterQueueQueue, QueueCounts, RequeueReason
+from gpuq.core.queues import ClusterQueueQueue, QueueCounts, RequeueReason, shape_of
 from gpuq.core.quota import FlavorResource, available
 from gpuq.core.state import AdmittedWorkload, ClusterState, admission_usage
 
@@ -402,11 +402,19 @@ class Scheduler:
         queued = self.queues[head.cluster_queue].queued_after_head(backfill.CANDIDATES)
         queued = [w for w in queued if w.key not in self.overran]
         chosen: list[Entry] = []
+        unfit: set[tuple[object, ...]] = (
+            set()
+        )  # shapes found not to fit: the same answer (Kueue's equivalence)
         for workload, runtime in backfill.candidates(queued, now, reserved_at):
+            shape = shape_of(workload)
+            if shape in unfit:
+                continue
             entry = Entry(workload, head.cluster_queue)
             nominate(self.state, entry, now, None, oracle)
             assignment = entry.assignment
             if entry.inadmissible or assignment is None or assignment.mode != Mode.FIT or entry.targets:
+                if not entry.inadmissible:
+                    unfit.add(shape)
                 continue
             count = len(admitted)
             self._process(entry, cycle_usage, victims, admitted, preempted, [])

@@ -63,11 +63,13 @@ def reservation(state: ClusterState, head: Workload, cq_name: str, now: float) -
     Binary search over how many of the holders, earliest end first, are released: fitting is
     monotone in that count (usage only goes down). The state is unchanged afterwards."""
     root = state.node(cq_name).root()
+    tree = [name for name in state.by_queue if state.node(name).root() is root]
     ends: list[tuple[float, str, AdmittedWorkload]] = []
-    for key, holder in state.admitted.items():
-        end = release_time(holder)
-        if end is not None and state.node(holder.cluster_queue).root() is root:
-            ends.append((max(end, now), key, holder))
+    for name in tree:
+        for key, holder in state.by_queue[name].items():
+            end = release_time(holder)
+            if end is not None:
+                ends.append((max(end, now), key, holder))
     ends.sort(key=lambda item: (item[0], item[1]))
     holders = [item[2] for item in ends]
 
