@@ -92,6 +92,10 @@ class EventQueue:
             return self._heap[0].time if self._heap else None
         return min((e.time for e in self._heap if not e.background), default=None)
 
+    def peek(self) -> Event | None:
+        """The first event, left in the queue."""
+        return self._heap[0] if self._heap else None
+
     def pop(self) -> Event:
         event = heapq.heappop(self._heap)
         self._core -= event.kind.core

@@ -443,6 +443,7 @@ class Simulation:
         return self.queue.push(at, kind, key, version, tag, background)
 
     def _next_time(self) -> float | None:
+        self._drop_moot_ready_timers()
         idle = self.provisioning is not None and not self.provisioning.busy()
         queued = self.queue.peek_time(background=not idle)
         arrival = (
@@ -455,6 +456,16 @@ class Simulation:
         if arrival is None:
             return queued
         return min(queued, arrival)
+
+    def _drop_moot_ready_timers(self) -> None:
+        """waitForPodsReady is on by default: every admission pushes a PodsReady timer, and one whose
+        workload is running or gone (:meth:`Lifecycle.timer_matters`) would only stretch the
+        simulated span to admission + timeout. Such timers at the front are dropped unhandled."""
+        queue = self.queue
+        while (event := queue.peek()) is not None and event.kind == EventKind.PODS_READY_TIMEOUT:
+            if self.life.timer_matters(event.key, Timer.PODS_READY, event.version):
+                return
+            queue.pop()
 
     def _apply_due(self, now: float) -> None:
         """Everything due at ``now``, phase by phase: the core events in (time, kind, push order),
