@@ -295,6 +295,9 @@ class Simulation:
         self._next_arrival = 0
         self.events = 0
         self._now = 0.0
+        self._ready_timers: dict[str, Event] = {}
+        """Each workload's PodsReady timer while it may fire: waitForPodsReady is on by default, and
+        a timer left queued once its workload runs would stretch the span and keep wake-ups alive."""
 
     # ------------------------------------------------------------------- run
     def run(self) -> SimResult:
@@ -443,7 +446,6 @@ class Simulation:
         return self.queue.push(at, kind, key, version, tag, background)
 
     def _next_time(self) -> float | None:
-        self._drop_moot_ready_timers()
         idle = self.provisioning is not None and not self.provisioning.busy()
         queued = self.queue.peek_time(background=not idle)
         arrival = (
@@ -456,16 +458,6 @@ class Simulation:
         if arrival is None:
             return queued
         return min(queued, arrival)
-
-    def _drop_moot_ready_timers(self) -> None:
-        """waitForPodsReady is on by default: every admission pushes a PodsReady timer, and one whose
-        workload is running or gone (:meth:`Lifecycle.timer_matters`) would only stretch the
-        simulated span to admission + timeout. Such timers at the front are dropped unhandled."""
-        queue = self.queue
-        while (event := queue.peek()) is not None and event.kind == EventKind.PODS_READY_TIMEOUT:
-            if self.life.timer_matters(event.key, Timer.PODS_READY, event.version):
-                return
-            queue.pop()
 
     def _apply_due(self, now: float) -> None:
         """Everything due at ``now``, phase by phase: the core events in (time, kind, push order),
@@ -498,6 +490,8 @@ class Simulation:
             self._change_nodes(self.settings.node_changes[int(key)], now)
             return
         timer = _TIMERS.get(kind)
+        if timer == Timer.PODS_READY and (ready := self._ready_timers.get(key)) and ready.version == version:
+            del self._ready_timers[key]  # fired: no longer in the queue to cancel
         if timer is not None:  # the lifecycle's own timers carry its token
             self.life.handle(ev.TimerFired(key, timer, version, now))
             return
@@ -529,6 +523,10 @@ class Simulation:
         handler = self._effects.get(type(effect))
         if handler is not None:
             handler(effect)
+        ready = self._ready_timers.get(getattr(effect, "key", ""))
+        if ready is not None and not self.life.timer_matters(ready.key, Timer.PODS_READY, ready.version):
+            self.queue.cancel(ready)  # running or gone: left queued it would keep the run alive
+            del self._ready_timers[ready.key]
 
     def hold_checks(self, key: str, checks: tuple[str, ...], at: float) -> set[str]:
         """Admission checks pass at once (the capacity they stand for is modelled by the nodes), except
@@ -579,7 +577,12 @@ class Simulation:
             run.preempted_by.append(effect.by)
 
     def _on_wake_at(self, effect: WakeAt) -> None:
-        self.queue.push(effect.at, _TIMER_EVENTS[effect.timer], effect.key, effect.token)
+        event = self.queue.push(effect.at, _TIMER_EVENTS[effect.timer], effect.key, effect.token)
+        if effect.timer == Timer.PODS_READY:
+            stale = self._ready_timers.get(effect.key)
+            if stale is not None:  # an earlier admission's, still queued
+                self.queue.cancel(stale)
+            self._ready_timers[effect.key] = event
 
     def _on_start_pods(self, effect: StartPods) -> None:
         """Every pod has a node: hold the GPUs, start after the start-up delay."""
