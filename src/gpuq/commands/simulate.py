@@ -206,6 +206,16 @@ def _run(prepared: PreparedVariant, quiet: bool) -> tuple[SimResult, Provisioner
 
         simulation = prepared.simulation(None if quiet else on_progress)
         result = simulation.run()
+        if simulation.futile_stop:
+            stuck = sorted(k for k, r in result.runs.items() if r.ended is None and r.ready_timeouts)
+            err.print(
+                f"warning: stopped at t={simulation.stopped_at:.0f}s: {len(stuck)} workload(s) "
+                f"(first {stuck[0] if stuck else '-'}) kept timing out of waitForPodsReady and nothing "
+                "else was left to happen; raise waitForPodsReady.timeout above the start-up time",
+                style="yellow",
+                highlight=False,
+                markup=False,
+            )
         provisioner = simulation.provisioning
         return result, provisioner if isinstance(provisioner, Provisioner) else None
 

@@ -57,6 +57,10 @@ from gpuq.sim.jobs import SimJob
 from gpuq.sim.recorder import Recorder
 
 MAX_CYCLES_PER_PASS = 100_000
+FUTILE_TIMEOUTS = 64
+"""PodsReady timeouts in a row (plus four per workload) after which a run with nothing left to arrive
+stops: Kueue requeues a workload whose pods never get ready in time for ever (backoffLimitCount
+unset, the default), so a start-up longer than the timeout would otherwise never end the run."""
 UNPLACED_MESSAGE = "quota reserved; its pods wait for a node with room (nodes busy or being provisioned)"
 _TIMERS = {
     EventKind.PODS_READY_TIMEOUT: Timer.PODS_READY,
@@ -295,6 +299,8 @@ class Simulation:
         self._next_arrival = 0
         self.events = 0
         self._now = 0.0
+        self._futile = 0  # PodsReady timeouts since a workload last ran, ended or arrived, or nodes changed
+        self.futile_stop = False  # the run stopped on FUTILE_TIMEOUTS
         self._ready_timers: dict[str, Event] = {}
         """Each workload's PodsReady timer while it may fire: waitForPodsReady is on by default, and
         a timer left queued once its workload runs would stretch the span and keep wake-ups alive."""
@@ -332,6 +338,9 @@ class Simulation:
                 self.provisioning.after_schedule(now, self)
             if self._stop_when is not None and self._stop_when(self):
                 self.stopped_at = now
+                break
+            if self._futile > FUTILE_TIMEOUTS + 4 * len(self.runs) and self._next_arrival >= len(self.jobs):
+                self.stopped_at, self.futile_stop = now, True
                 break
             if self._on_progress is not None:
                 self._on_progress(now)
@@ -507,6 +516,7 @@ class Simulation:
     def _arrive(self, job: SimJob, now: float) -> None:
         run = SimRun(job, remaining_s=job.duration_s)
         self.runs[job.key] = run
+        self._futile = 0
         self.life.submit(job.workload, now)
         life = self.life.lives[job.key]
         run.cluster_queue = life.cluster_queue
@@ -612,6 +622,7 @@ class Simulation:
     def _on_state_changed(self, effect: StateChanged) -> None:
         run = self.runs[effect.key]
         if effect.state == WorkloadState.RUNNING:
+            self._futile = 0
             self._running(run, effect.at)
         else:
             run.status = effect.state
@@ -713,6 +724,7 @@ class Simulation:
             run.preempted += 1
         elif effect.reason == "PodsReadyTimeout":
             run.ready_timeouts += 1
+            self._futile += 1
         run.reason = effect.message
         self._waited(run, now, effect.reason, effect.message)
         if was_bound:
@@ -732,6 +744,7 @@ class Simulation:
     def _on_ended(self, effect: Ended) -> None:
         run = self.runs[effect.key]
         now = effect.at
+        self._futile = 0
         if effect.cause == "work":
             written = self._checkpoints_in(run, run.remaining_s)
             run.checkpoints += written
@@ -758,6 +771,7 @@ class Simulation:
     # ----------------------------------------------------------------- nodes
     def _change_nodes(self, change: NodeChange, now: float, reason: str = "") -> None:
         assert self.placer is not None
+        self._futile = 0
         names = list(change.nodes)
         if change.pool is not None:
             members = self._pool_nodes.get(change.pool, [])

@@ -508,9 +508,8 @@ class Lifecycle:
             message = f"deactivated after {limit} requeues for PodsReadyTimeout"
             self._end(life, S.INACTIVE, "deactivated", "PodsReadyTimeout", message, at)
             return
-        backoff = min(
-            wait.requeuing_backoff_base_s * 2 ** (life.ready_timeouts - 1), wait.requeuing_backoff_max_s
-        )
+        doubling = min(life.ready_timeouts - 1, 64)  # endless requeues (no limit) must not overflow
+        backoff = min(wait.requeuing_backoff_base_s * 2**doubling, wait.requeuing_backoff_max_s)
         self._evict(life, "PodsReadyTimeout", "PodsReadyTimeout", at, requeue_at=at + backoff)
         self.hooks.effect(WakeAt(life.key, Timer.REQUEUE, at + backoff, life.token))
 
