@@ -183,7 +183,7 @@ def test_configuration_objects_convert_exactly(tmp_path: Path) -> None:
     assert config.namespace_labels == {
         "ml": {"tier": "ml", "env": "prod", "kubernetes.io/metadata.name": "ml"}
     }
-    assert config.scheduler == core.SchedulerConfig()
+    assert config.scheduler == core.SchedulerConfig(wait_for_pods_ready=KUEUE_WAIT_FOR_PODS_READY)
 
 
 def test_defaults_match_kueue(tmp_path: Path) -> None:
@@ -195,7 +195,24 @@ def test_defaults_match_kueue(tmp_path: Path) -> None:
     assert loaded_config(tmp_path, text).cluster_queues["cq"] == core.ClusterQueue(name="cq")
 
 
+KUEUE_WAIT_FOR_PODS_READY = core.WaitForPodsReady(
+    enable=True,
+    timeout_s=1800.0,
+    recovery_timeout_s=1800.0,
+    requeuing_timestamp=core.RequeuingTimestamp.EVICTION,
+)
+"""Kueue v0.19's defaultWaitForPodsReady (pkg/config/config_test.go): what an empty or absent
+Configuration runs with."""
+
 CONFIGURATIONS = [
+    (
+        "empty config",  # pkg/config/config_test.go: every default, waitForPodsReady on
+        """\
+        apiVersion: config.kueue.x-k8s.io/v1beta2
+        kind: Configuration
+        """,
+        core.SchedulerConfig(wait_for_pods_ready=KUEUE_WAIT_FOR_PODS_READY),
+    ),
     (
         "v1beta2 presence enables fair sharing and waitForPodsReady",
         """\
@@ -212,31 +229,82 @@ CONFIGURATIONS = [
         core.SchedulerConfig(
             fair_sharing=core.FairSharing(True, (core.FairSharingStrategy.LESS_THAN_INITIAL_SHARE,)),
             partial_admission=False,
-            wait_for_pods_ready=core.WaitForPodsReady(True, 5400.0, True, 10.0, 100.0, 5),
+            wait_for_pods_ready=core.WaitForPodsReady(True, 5400.0, True, 10.0, 100.0, 5, 5400.0),
             feature_gates={"PartialAdmission": False, "TopologyAwareScheduling": True},
         ),
     ),
     (
-        "v1beta1 needs enable flags",
+        "waitForPodsReady enabled config",  # pkg/config/config_test.go's waitForPodsReady-enabled.yaml
+        """\
+        apiVersion: config.kueue.x-k8s.io/v1beta2
+        kind: Configuration
+        waitForPodsReady:
+          timeout: 50s
+          blockAdmission: true
+          recoveryTimeout: 3m
+          requeuingStrategy:
+            timestamp: Creation
+            backoffLimitCount: 10
+            backoffBaseSeconds: 30
+            backoffMaxSeconds: 1800
+        """,
+        core.SchedulerConfig(
+            wait_for_pods_ready=core.WaitForPodsReady(
+                True, 50.0, True, 30.0, 1800.0, 10, 180.0, core.RequeuingTimestamp.CREATION
+            )
+        ),
+    ),
+    (
+        "v1beta2 timeout 0s is defaulted to 30 minutes and recoveryTimeout 0s turns recovery off",
+        """\
+        apiVersion: config.kueue.x-k8s.io/v1beta2
+        kind: Configuration
+        waitForPodsReady: {timeout: 0s, recoveryTimeout: 0s, requeuingStrategy: {backoffBaseSeconds: 0}}
+        """,
+        core.SchedulerConfig(
+            wait_for_pods_ready=core.WaitForPodsReady(True, 1800.0, requeuing_backoff_base_s=0.0)
+        ),
+    ),
+    (
+        "waitforpodsready.Enabled() is false when DisableWaitForPodsReady feature gate is enabled",
+        """\
+        apiVersion: config.kueue.x-k8s.io/v1beta2
+        kind: Configuration
+        waitForPodsReady: {timeout: 5m}
+        featureGates: {DisableWaitForPodsReady: true}
+        """,
+        core.SchedulerConfig(feature_gates={"DisableWaitForPodsReady": True}),
+    ),
+    (
+        "with WaitForPodsReady disabled",  # apis/config/v1beta1/configuration_conversion_test.go
         """\
         apiVersion: config.kueue.x-k8s.io/v1beta1
         kind: Configuration
         fairSharing: {enable: true}
         waitForPodsReady: {timeout: 30s}
         """,
-        core.SchedulerConfig(
-            fair_sharing=core.FairSharing(True),
-            wait_for_pods_ready=core.WaitForPodsReady(enable=False, timeout_s=30.0),
-        ),
+        core.SchedulerConfig(fair_sharing=core.FairSharing(True)),
     ),
     (
-        "v1beta1 enabled waitForPodsReady defaults to five minutes",
+        "v1beta1 without waitForPodsReady leaves it off",
+        """\
+        apiVersion: config.kueue.x-k8s.io/v1beta1
+        kind: Configuration
+        """,
+        core.SchedulerConfig(),
+    ),
+    (
+        "with WaitForPodsReady",  # v1beta1 conversion: five minutes, blockAdmission true
         """\
         apiVersion: config.kueue.x-k8s.io/v1beta1
         kind: Configuration
         waitForPodsReady: {enable: true}
         """,
-        core.SchedulerConfig(wait_for_pods_ready=core.WaitForPodsReady(enable=True, timeout_s=300.0)),
+        core.SchedulerConfig(
+            wait_for_pods_ready=core.WaitForPodsReady(
+                enable=True, timeout_s=300.0, block_admission=True, recovery_timeout_s=300.0
+            )
+        ),
     ),
 ]
 
@@ -246,6 +314,48 @@ CONFIGURATIONS = [
 )
 def test_configuration(tmp_path: Path, text: str, expected: core.SchedulerConfig) -> None:
     assert loaded_config(tmp_path, text).scheduler == expected
+
+
+WAIT_PROBLEMS = [
+    (
+        "enable is not a v1beta2 field",
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nwaitForPodsReady: {enable: false}\n",
+        ["waitForPodsReady.enable"],
+    ),
+    (
+        "negative timeout, recoveryTimeout and requeuing counts",  # pkg/config/validation_test.go
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nwaitForPodsReady:\n"
+        "  timeout: -1\n  recoveryTimeout: -1\n"
+        "  requeuingStrategy: {backoffLimitCount: -1, backoffBaseSeconds: -1, backoffMaxSeconds: -1}\n",
+        [
+            "waitForPodsReady.timeout",
+            "waitForPodsReady.recoveryTimeout",
+            "waitForPodsReady.requeuingStrategy.backoffBaseSeconds",
+            "waitForPodsReady.requeuingStrategy.backoffLimitCount",
+            "waitForPodsReady.requeuingStrategy.backoffMaxSeconds",
+        ],
+    ),
+    (
+        "v1beta1 enabled with a zero timeout must be specified",
+        "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"
+        "waitForPodsReady: {enable: true, timeout: 0s}\n",
+        ["waitForPodsReady.timeout"],
+    ),
+    (
+        "v1beta1 disabled is not validated",
+        "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nwaitForPodsReady: {timeout: -1}\n",
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "fields"), [c[1:] for c in WAIT_PROBLEMS], ids=[c[0] for c in WAIT_PROBLEMS]
+)
+def test_wait_for_pods_ready_validation(tmp_path: Path, text: str, fields: list[str]) -> None:
+    result = load_text(tmp_path, text)
+    assert [(e.kind, e.field) for e in result.errors] == [("Configuration", f) for f in fields]
+    assert all(str(tmp_path / "m.yaml") in str(e) for e in result.errors)
 
 
 def test_bad_duration_is_a_type_error(tmp_path: Path) -> None:

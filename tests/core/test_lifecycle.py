@@ -247,6 +247,26 @@ CASES = [
         ),
     ),
     Case(
+        "the PodsReady timeout counts from Admitted: a workload its checks hold is never timed out",
+        with_wait(config(cq(4, "prov"), checks=("prov",))),
+        (
+            submit("a", 1, 0),
+            settle(0),
+            ev.ChecksChanged("default/a", {"prov": CheckState.READY}, 100),
+            ("timer", "default/a", Timer.PODS_READY, 130),
+        ),
+        (
+            ("Reserved", "a", "QuotaReserved", 0),
+            ("StateChanged", "a", "Admitted", 100),
+            ("WakeAt", "a", "PodsReadyTimeout", 130),
+            ("StartPods", "a", 0, 100),
+            ("StopPods", "a", "PodsReadyTimeout", 130),
+            ("Requeued", "a", "PodsReadyTimeout", 190, 130),
+            ("WakeAt", "a", "Requeue", 190),
+        ),
+        held=frozenset({"prov"}),
+    ),
+    Case(
         "a PodsReady timer set before the pods ran is ignored once they run",
         with_wait(config(cq())),
         (

@@ -164,3 +164,33 @@ def test_a_second_export_into_the_same_directory_removes_files_it_no_longer_writ
     assert not (tmp_path / "50-nodes.yaml").exists()
     assert (tmp_path / "notes.txt").read_text() == "mine"
     assert reloaded.config is not None
+
+
+CONFIGURATION = """\
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+waitForPodsReady:
+  timeout: 10m
+  requeuingStrategy: {timestamp: Creation, backoffLimitCount: 3}
+featureGates: {PrioritizePreemptorWorkloads: true}
+"""
+
+
+def test_wait_for_pods_ready_and_the_preemptor_gate_are_exported_as_written(tmp_path: Path) -> None:
+    """Kueue's Configuration is the controller's config file: written to ``gpuq/`` as given, so the
+    cluster's Kueue defaults it as gpuq did, and loading the export gives the same scheduler."""
+    config = tmp_path / "kueue-config.yaml"
+    config.write_text(CONFIGURATION)
+    out = tmp_path / "out"
+    example = str(ROOT / "examples" / "symbol-retail")
+    original, reloaded = export_and_reload(example, out, ExportOptions(), extra=[str(config)])
+    assert original.config is not None and reloaded.config is not None
+    wait = original.config.scheduler.wait_for_pods_ready
+    assert (wait.enable, wait.timeout_s, wait.requeuing_backoff_limit_count) == (True, 600.0, 3)
+    assert reloaded.config.scheduler == original.config.scheduler
+    written = yaml.safe_load((out / "gpuq" / "kueue-configuration.yaml").read_text())
+    assert written["waitForPodsReady"] == {
+        "timeout": "10m",
+        "requeuingStrategy": {"timestamp": "Creation", "backoffLimitCount": 3},
+    }
+    assert written["featureGates"] == {"PrioritizePreemptorWorkloads": True}

@@ -24,6 +24,18 @@ def test_events_pop_by_time_then_kind_then_insertion() -> None:
     assert order == ["first", "finish", "finish-2", "node", "late-arrival"]
 
 
+def test_a_cancelled_event_is_never_returned_and_no_longer_counts() -> None:
+    """A PodsReady timer taken out once its workload runs (the simulator's use)."""
+    queue = EventQueue()
+    timer = queue.push(1.0, EventKind.PODS_READY_TIMEOUT, "timer")
+    queue.push(2.0, EventKind.FINISH, "finish")
+    queue.cancel(timer)
+    queue.cancel(timer)  # twice is once
+    assert len(queue) == 1 and queue.peek_time() == 2.0
+    assert [e.key for e in queue.due(3.0, {EventKind.FINISH, EventKind.PODS_READY_TIMEOUT})] == ["finish"]
+    assert len(queue) == 0 and queue.peek_time() is None
+
+
 SERIES_CASES = [
     ("constant zero", [], 10.0, 2, [0.0, 0.0]),
     ("a step in the middle of a bin is averaged", [(5.0, 4.0)], 10.0, 1, [2.0]),

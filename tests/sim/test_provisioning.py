@@ -148,12 +148,14 @@ def test_pool_max_caps_arrivals_and_scales_to_zero_after_idle(tmp_path: Path) ->
         (0.0, "scale-up", "box"),
         (0.0, "not-scaled", "team-a/a3"),
         (4320.0, "scale-down", "box-01"),  # idle from 3720 for idleAfter 600 s
-        (7920.0, "scale-down", "box-00"),  # then to zero (min 0)
+        # then to zero (min 0): a3, admitted at 0 with no node, timed out of waitForPodsReady
+        # (on by default) at 1800 and 3660, back at 3780 after 120 s of backoff, ran to 7380
+        (7980.0, "scale-down", "box-00"),
     ]
     assert [times(result, f"team-a/a{i}") for i in (1, 2, 3)] == [
         (120.0, 3720.0, WorkloadState.SUCCEEDED),
         (120.0, 3720.0, WorkloadState.SUCCEEDED),
-        (3720.0, 7320.0, WorkloadState.SUCCEEDED),
+        (3780.0, 7380.0, WorkloadState.SUCCEEDED),  # after its second PodsReady timeout
     ]
     assert prov.counters.nodes_added == 2
 
@@ -542,14 +544,23 @@ def test_the_capacity_example_leaves_no_workload_holding_quota_without_a_node() 
         assert left == [], variant.name
 
 
+READY_TIMEOUT_1H = """---
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+waitForPodsReady: {timeout: 1h}
+"""
+
+
 def test_idle_alerts_per_pool_and_per_namespace(tmp_path: Path) -> None:
     # One fixed 8-GPU node, a 4-GPU job bound at 0 that starts 40 min later (the start-up delay) and
-    # runs 1 h (2400..6000); the run ends at 6600 (the node's idle check, idleAfter 10 min).
+    # runs 1 h (2400..6000); the run ends at 6600 (the node's idle check, idleAfter 10 min). The
+    # start-up is longer than Kueue's default 30 min waitForPodsReady timeout: given 1 h.
     result, prov = run(
         tmp_path,
         pool("box", "count: 1"),
         ["a1,team-a,q,0,3600,,1,4,,,,"],
         "{idleAlertAfter: 30m}",
+        extra=READY_TIMEOUT_1H,
         settings="{startupDelay: 40m}",
     )
     assert times(result, "team-a/a1") == (2400.0, 6000.0, WorkloadState.SUCCEEDED)
@@ -567,6 +578,17 @@ def test_idle_alerts_per_pool_and_per_namespace(tmp_path: Path) -> None:
     assert cost["idle_alerts"]["allocated_unused_by_namespace"] == {
         "team-a": {"count": 1, "idle_gpu_hours": unused}
     }
+
+
+def test_a_start_up_longer_than_the_ready_timeout_stops_the_run_instead_of_looping(tmp_path: Path) -> None:
+    """Kueue's default waitForPodsReady (30 min, requeued for ever) against a 40 min start-up: the
+    workload times out on every admission; with nothing else left to happen the run stops."""
+    result, _ = run(
+        tmp_path, pool("box", "count: 1"), ["a1,team-a,q,0,3600,,1,4,,,,"], settings="{startupDelay: 40m}"
+    )
+    a1 = result.runs["team-a/a1"]
+    assert (a1.first_started, a1.ended) == (None, None)
+    assert a1.ready_timeouts > 64
 
 
 def test_the_report_shows_cost_and_a_provisioning_timeline_only_with_provisioning(tmp_path: Path) -> None:

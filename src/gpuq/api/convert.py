@@ -221,12 +221,12 @@ def _namespace_labels(models: Sequence[Any]) -> dict[str, Mapping[str, str]]:
 def scheduler_config(config: kueue.Configuration | None) -> core.SchedulerConfig:
     """Kueue's Configuration as the core reads it.
 
-    ``v1beta1`` enables fair sharing and waitForPodsReady with ``enable: true``;
-    in ``v1beta2`` their presence enables them (an explicit ``enable`` still wins).
-    The PartialAdmission feature gate defaults to true.
+    ``v1beta1`` enables fair sharing with ``enable: true``; in ``v1beta2`` its presence enables it
+    (an explicit ``enable`` still wins). waitForPodsReady follows :func:`wait_for_pods_ready`: on
+    by default in v0.19. The PartialAdmission feature gate defaults to true.
     """
     if config is None:
-        return core.SchedulerConfig()
+        return core.SchedulerConfig(wait_for_pods_ready=wait_for_pods_ready(None))
     v1beta1 = config.api_version.endswith("/v1beta1")
     fair = config.fair_sharing
     fair_sharing = core.FairSharing()
@@ -237,7 +237,7 @@ def scheduler_config(config: kueue.Configuration | None) -> core.SchedulerConfig
     return core.SchedulerConfig(
         fair_sharing=fair_sharing,
         partial_admission=config.feature_gates.get("PartialAdmission", True),
-        wait_for_pods_ready=_wait_for_pods_ready(config.wait_for_pods_ready, v1beta1),
+        wait_for_pods_ready=wait_for_pods_ready(config),
         feature_gates=dict(config.feature_gates),
         admission_fair_sharing=_admission_fair_sharing(config.admission_fair_sharing),
         ignore_undeclared_resources=_ignores_undeclared(config),
@@ -260,18 +260,56 @@ def _ignores_undeclared(config: kueue.Configuration) -> bool:
     return strategy == "IgnoreUndeclared" and config.feature_gates.get("QuotaCheckStrategy", True)
 
 
-def _wait_for_pods_ready(wait: kueue.ConfigWaitForPodsReady | None, v1beta1: bool) -> core.WaitForPodsReady:
-    if wait is None:
+PODS_READY_TIMEOUT_S = 1800.0  # v1beta2 DefaultWaitForPodsReadyTimeout
+PODS_READY_TIMEOUT_V1BETA1_S = 300.0  # v1beta1 defaultPodsReadyTimeout
+DISABLE_GATE = "DisableWaitForPodsReady"  # alpha since v0.19, off by default
+
+
+def wait_for_pods_ready(config: kueue.Configuration | None) -> core.WaitForPodsReady:
+    """waitForPodsReady as Kueue v0.19 runs it after decoding, defaulting and conversion to v1beta2
+    (``apis/config/v1beta2/defaults.go``, ``apis/config/v1beta1/defaults.go`` and
+    ``configuration_conversion.go``, ``pkg/config/config.go`` ``Load``, ``pkg/util/waitforpodsready``):
+
+    1. no Configuration: the manager defaults an empty ``v1beta2`` one, so it is on with every default;
+    2. ``v1beta2``: always on (defaulting fills an absent ``waitForPodsReady``; the version has no
+       ``enable``): ``timeout`` 30m (also for ``0s``), ``blockAdmission`` false, ``recoveryTimeout``
+       the timeout (``0s``: none), ``requeuingStrategy`` timestamp Eviction, backoffBaseSeconds 60,
+       backoffMaxSeconds 3600, backoffLimitCount unset (requeued for ever);
+    3. ``v1beta1``: on only with ``enable: true``; then ``timeout`` 5m and ``blockAdmission`` true
+       (v1beta1 defaults it to ``enable``), the rest as in ``v1beta2``;
+    4. the ``DisableWaitForPodsReady`` feature gate turns it off in every version.
+    """
+    gates = config.feature_gates if config is not None else {}
+    if gates.get(DISABLE_GATE, False):
         return core.WaitForPodsReady()
-    requeue = wait.requeuing_strategy
+    v1beta1 = config is not None and config.api_version.endswith("/v1beta1")
+    wait = config.wait_for_pods_ready if config is not None else None
+    if v1beta1 and (wait is None or not wait.enable):
+        return core.WaitForPodsReady()
+    wait = wait or kueue.ConfigWaitForPodsReady()
+    if v1beta1:
+        timeout = PODS_READY_TIMEOUT_V1BETA1_S if wait.timeout is None else wait.timeout
+        block = True if wait.block_admission is None else wait.block_admission
+    else:
+        timeout = wait.timeout or PODS_READY_TIMEOUT_S
+        block = bool(wait.block_admission)
+    recovery = timeout if wait.recovery_timeout is None else wait.recovery_timeout
+    requeue = wait.requeuing_strategy or kueue.RequeuingStrategy()
     return core.WaitForPodsReady(
-        enable=wait.enable if wait.enable is not None else not v1beta1,
-        timeout_s=wait.timeout,
-        block_admission=bool(wait.block_admission),
-        requeuing_backoff_base_s=float(requeue.backoff_base_seconds),
-        requeuing_backoff_max_s=float(requeue.backoff_max_seconds),
+        enable=True,
+        timeout_s=timeout,
+        block_admission=block,
+        requeuing_backoff_base_s=float(_or(requeue.backoff_base_seconds, 60)),
+        requeuing_backoff_max_s=float(_or(requeue.backoff_max_seconds, 3600)),
         requeuing_backoff_limit_count=requeue.backoff_limit_count,
+        recovery_timeout_s=recovery if recovery > 0 else None,
+        requeuing_timestamp=core.RequeuingTimestamp(requeue.timestamp or "Eviction"),
     )
+
+
+def _or(value: int | None, default: int) -> int:
+    """Kueue's ``cmp.Or`` on a pointer: unset takes the default, an explicit 0 stays 0."""
+    return default if value is None else value
 
 
 # --- workloads ------------------------------------------------------------------------------

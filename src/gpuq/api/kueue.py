@@ -583,17 +583,22 @@ class ConfigAdmissionFairSharing(Strict):
 
 
 class RequeuingStrategy(Strict):
-    timestamp: Literal["Eviction", "Creation"] = "Eviction"
+    """``waitForPodsReady.requeuingStrategy``; unset fields take Kueue's defaults in ``api.convert``."""
+
+    timestamp: Literal["Eviction", "Creation"] | None = None
     backoff_limit_count: int | None = None
-    backoff_base_seconds: int = 60
-    backoff_max_seconds: int = 3600
+    backoff_base_seconds: int | None = None
+    backoff_max_seconds: int | None = None
 
 
 class ConfigWaitForPodsReady(Strict):
+    """``waitForPodsReady`` as written: ``enable`` exists only in ``v1beta1`` (validation says so);
+    the defaults depend on the API version and are applied in ``api.convert``."""
+
     enable: bool | None = None
-    timeout: Duration = 300.0
+    timeout: Duration | None = None
     block_admission: bool | None = None
-    requeuing_strategy: RequeuingStrategy = Field(default_factory=RequeuingStrategy)
+    requeuing_strategy: RequeuingStrategy | None = None
     recovery_timeout: Duration | None = None
 
 

@@ -379,9 +379,7 @@ def _check_configuration(config: kueue.Configuration) -> Findings:
     if strategies is not None and list(strategies) not in _VALID_STRATEGIES:
         valid = "; ".join(",".join(s) for s in _VALID_STRATEGIES)
         yield ("fairSharing", "preemptionStrategies"), f"unsupported combination (supported: {valid})"
-    wait = config.wait_for_pods_ready
-    if wait is not None and wait.timeout < 0:
-        yield ("waitForPodsReady", "timeout"), NEGATIVE
+    yield from _wait_for_pods_ready(config)
     resources = config.resources
     ignoring = resources is not None and resources.quota_check_strategy == "IgnoreUndeclared"
     if ignoring and resources is not None and resources.exclude_resource_prefixes:  # pkg/config/validation.go
@@ -402,6 +400,39 @@ def _admission_fair_sharing(afs: kueue.ConfigAdmissionFairSharing | None) -> Fin
     for resource, weight in sorted(afs.resource_weights.items()):
         if weight < 0:
             yield ("admissionFairSharing", "resourceWeights", resource), NEGATIVE
+
+
+def _wait_for_pods_ready(config: kueue.Configuration) -> Findings:
+    """Kueue's validateWaitForPodsReady (pkg/config/validation.go), for the waitForPodsReady Kueue
+    runs (:func:`gpuq.api.convert.wait_for_pods_ready`); ``enable`` is only a ``v1beta1`` field."""
+    wait = config.wait_for_pods_ready
+    if wait is None:
+        return
+    v1beta1 = config.api_version.endswith("/v1beta1")
+    if not v1beta1 and wait.enable is not None:
+        message = (
+            f"unknown field in {config.api_version} (Kueue's strict decoding refuses it): waitForPodsReady "
+            "is always on in v1beta2; featureGates: {DisableWaitForPodsReady: true} turns it off"
+        )
+        yield ("waitForPodsReady", "enable"), message
+    if v1beta1 and not wait.enable:
+        return
+    if v1beta1 and wait.timeout == 0:
+        yield ("waitForPodsReady", "timeout"), "Required value: must be specified"
+    for name, value in (("timeout", wait.timeout), ("recoveryTimeout", wait.recovery_timeout)):
+        if value is not None and value < 0:
+            yield ("waitForPodsReady", name), NEGATIVE
+    strategy = wait.requeuing_strategy
+    if strategy is None:
+        return
+    counts = (
+        ("backoffLimitCount", strategy.backoff_limit_count),
+        ("backoffBaseSeconds", strategy.backoff_base_seconds),
+        ("backoffMaxSeconds", strategy.backoff_max_seconds),
+    )
+    for name, count in counts:
+        if count is not None and count < 0:
+            yield ("waitForPodsReady", "requeuingStrategy", name), NEGATIVE
 
 
 def _check_namespace(_namespace: kueue.Namespace) -> Findings:

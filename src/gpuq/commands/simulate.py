@@ -234,6 +234,8 @@ def _take(outcome: VariantOutcome, workloads: TraceRead, said: set[str], quiet: 
         if line not in said:
             said.add(line)
             err.print(line, style="yellow", highlight=False, markup=False)
+    for warning in outcome.warnings:
+        err.print(f"variant {outcome.name}: {warning}", style="yellow", highlight=False, markup=False)
     for note in outcome.notes:
         if note not in said:
             said.add(note)

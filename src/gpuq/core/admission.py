@@ -44,6 +44,7 @@ from gpuq.core.queues import ClusterQueueQueue, QueueCounts, RequeueReason, shap
 from gpuq.core.quota import FlavorResource, available
 from gpuq.core.state import AdmittedWorkload, ClusterState, admission_usage
 
+PRIORITIZE_PREEMPTORS = "PrioritizePreemptorWorkloads"  # alpha gate since v0.19, off by default
 HUMAN_REASONS = {
     "InClusterQueue": "prioritization in the ClusterQueue",
     "InCohortReclamation": "reclamation within the cohort",
@@ -213,7 +214,7 @@ class Scheduler:
                 continue
             head = queue.head()
             if head is not None:
-                entries.append(Entry(head, name))
+                entries.append(Entry(head, name, is_preemptor=queue.is_preemptor(head.key)))
         return entries
 
     def plan_cycle(self, now: float = 0.0) -> tuple[CycleResult, list[Entry]]:
@@ -225,9 +226,11 @@ class Scheduler:
             nominate(self.state, entry, now, self.last_tried.get(entry.key), oracle)
         fair = self.config.scheduler.fair_sharing.enable
         nominated = [e for e in entries if not e.inadmissible]
-        ordered = (
-            fairshare.order_entries(self.state, nominated) if fair else sorted(nominated, key=_classical_key)
-        )
+        if fair:
+            ordered: Iterable[Entry] = fairshare.order_entries(self.state, nominated)
+        else:
+            first = fairshare.gate(self.state, PRIORITIZE_PREEMPTORS)
+            ordered = sorted(nominated, key=lambda e: _classical_key(e, first))
         admitted: list[Admit] = []
         preempted: list[Preempt] = []
         pending: list[Pending] = [self._pending(e, e.inadmissible) for e in entries if e.inadmissible]
@@ -267,7 +270,11 @@ class Scheduler:
             pending.append(_nofit_pending(entry))
             return
         if assignment.mode.is_preempt and not entry.targets:
-            if cq.preemption.reclaim_within_cohort != PreemptionPolicy.ANY:
+            # Kueue's reserveCapacityForUnreclaimablePreempt: hold the quota a lower-priority
+            # workload of another queue could take first, where it cannot always be reclaimed or
+            # (gate PrioritizePreemptorWorkloads) the entry still waits for its evictions.
+            held = entry.is_preemptor and fairshare.gate(self.state, PRIORITIZE_PREEMPTORS)
+            if cq.preemption.reclaim_within_cohort != PreemptionPolicy.ANY or held:
                 reserve = self._reservation(entry)
                 self.state.tree.add(entry.cluster_queue, reserve)
                 cycle_usage.append((entry.cluster_queue, reserve))
@@ -527,7 +534,9 @@ class Scheduler:
             self.why.pop(entry.key, None)
             self.last_tried.pop(entry.key, None)
             usage = admission_usage(_admission(decision))
-            workload = replace(entry.workload, admission=_admission(decision), quota_reserved_time=now)
+            workload = replace(
+                entry.workload, admission=_admission(decision), quota_reserved_time=now, queue_order_time=None
+            )
             self.state.reserve(AdmittedWorkload(workload, entry.cluster_queue, usage, now))
             self.reserved_checks[entry.key] = {name: CheckState.PENDING for name in decision.checks_pending}
             self._charge(workload, entry.cluster_queue, usage, now)
@@ -561,11 +570,14 @@ class Scheduler:
         else:
             self.last_tried[entry.key] = entry.assignment.last_tried
 
-    def evict(self, key: str, now: float = 0.0, requeue_at: float | None = None) -> None:
+    def evict(
+        self, key: str, now: float = 0.0, requeue_at: float | None = None, order_at: float | None = None
+    ) -> None:
         """Complete an eviction: release quota, requeue the workload and wake its cohort tree.
 
         ``requeue_at`` is Kueue's ``requeueState.requeueAt``: the workload waits in its
         queue until then (a backoff after a waitForPodsReady timeout, Kueue's UpdateRequeueState).
+        ``order_at``: its queue-order timestamp from now on (None: its creation time).
         """
         admitted = self.state.release(key)
         self._release_nodes(key)
@@ -573,7 +585,9 @@ class Scheduler:
         self.reserved_checks.pop(key, None)
         self.last_tried.pop(key, None)
         workload = admitted.workload
-        requeued = replace(workload, admission=None, admission_checks={}, requeue_at=requeue_at)
+        requeued = replace(
+            workload, admission=None, admission_checks={}, requeue_at=requeue_at, queue_order_time=order_at
+        )
         self.workloads[key] = requeued
         self.queues[admitted.cluster_queue].push(requeued)
         self.wake(admitted.cluster_queue)
@@ -761,10 +775,13 @@ def _by_resource(usage: Mapping[FlavorResource, int]) -> dict[str, float]:
     return kueue_units(totals)
 
 
-def _classical_key(entry: Entry) -> tuple[int, int, float, str]:
-    """Kueue's compareEntries: less borrowing first, then higher priority, then earlier timestamp."""
+def _classical_key(entry: Entry, preemptors_first: bool = False) -> tuple[bool, int, int, float, str]:
+    """Kueue's classicalIterator (pkg/scheduler/scheduler.go): preemptors waiting for their evictions
+    first (gate PrioritizePreemptorWorkloads), then less borrowing, higher priority, earlier
+    queue-order timestamp."""
     borrowing = entry.assignment.borrowing if entry.assignment else 0
-    return (borrowing, -entry.workload.priority, entry.workload.creation_time, entry.key)
+    later = not (preemptors_first and entry.is_preemptor)
+    return (later, borrowing, -entry.workload.priority, entry.workload.order_time, entry.key)
 
 
 def _nofit_pending(entry: Entry) -> Pending:

@@ -37,6 +37,7 @@ GATE_DEFAULTS: Mapping[str, bool] = {
     "FairSharingPreemptWithinNominal": True,  # beta
     "FairSharingReevaluatePreemptionCandidates": False,  # alpha
     "PrioritySortingWithinCohort": True,  # beta
+    "PrioritizePreemptorWorkloads": False,  # alpha since v0.19
 }
 
 DEFAULT_STRATEGIES = (
@@ -182,7 +183,7 @@ def _by_queue(entries: Sequence[Entry]) -> dict[str, list[Entry]]:
 
 def _entry_key(entry: Entry) -> tuple[int, int, float, str]:
     borrowing = entry.assignment.borrowing if entry.assignment else 0
-    return (borrowing, -entry.workload.priority, entry.workload.creation_time, entry.key)
+    return (borrowing, -entry.workload.priority, entry.workload.order_time, entry.key)
 
 
 def _tree_key(node: QuotaNode) -> tuple[str, bool]:
@@ -201,6 +202,7 @@ class _Tournament:
     shares: Mapping[tuple[str, str], DominantShare]  # (parent cohort, entry key) -> child's DRS
     prefer_non_borrowing: bool
     by_priority: bool
+    preemptors_first: bool = False
 
     @classmethod
     def run_for(cls, state: ClusterState, root: QuotaNode, pending: Mapping[str, list[Entry]]) -> Entry:
@@ -220,6 +222,7 @@ class _Tournament:
             shares,
             gate(state, "FairSharingPrioritizeNonBorrowing"),
             gate(state, "PrioritySortingWithinCohort"),
+            gate(state, "PrioritizePreemptorWorkloads"),
         )
         winner = tournament.play(root, pending)
         assert winner is not None, "a tree with a pending entry always has a winner"
@@ -238,7 +241,10 @@ class _Tournament:
         return best
 
     def less(self, a: Entry, b: Entry, parent: str) -> bool:
-        """Kueue's entryComparer.less at the level of ``parent``."""
+        """Kueue's entryComparer.less at the level of ``parent``: preemptors first (gate
+        PrioritizePreemptorWorkloads), non-borrowing, lower share, priority, queue-order time, key."""
+        if self.preemptors_first and a.is_preemptor != b.is_preemptor:
+            return a.is_preemptor
         share_a, share_b = self.shares[(parent, a.key)], self.shares[(parent, b.key)]
         if self.prefer_non_borrowing:
             borrows_a, borrows_b = share_a.borrowing_on(_usage(a)), share_b.borrowing_on(_usage(b))
@@ -249,6 +255,6 @@ class _Tournament:
             return order < 0
         if self.by_priority and a.workload.priority != b.workload.priority:
             return a.workload.priority > b.workload.priority
-        if a.workload.creation_time != b.workload.creation_time:
-            return a.workload.creation_time < b.workload.creation_time
+        if a.workload.order_time != b.workload.order_time:
+            return a.workload.order_time < b.workload.order_time
         return a.key < b.key

@@ -322,6 +322,9 @@ class Workload:
     quota_reserved_time: float | None = None
     admission_checks: Mapping[str, CheckState] = field(default_factory=dict)
     requeue_at: float | None = None
+    queue_order_time: float | None = None
+    """When it was evicted for PodsReadyTimeout under the Eviction requeuing timestamp: its place in
+    the queue from then on (Kueue's GetQueueOrderTimestamp); None: its creation time."""
     inadmissible: str = ""
     """Why the workload can never be queued as it is (Kueue's workload reconciler keeps it
     pending with this message: a DRA claim it cannot resolve); empty when it can."""
@@ -348,6 +351,11 @@ class Workload:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    @property
+    def order_time(self) -> float:
+        """The queue-order timestamp: FIFO among equal priorities goes by it."""
+        return self.creation_time if self.queue_order_time is None else self.queue_order_time
+
 
 @dataclass(frozen=True, slots=True)
 class FairSharing:
@@ -356,6 +364,14 @@ class FairSharing:
         FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
         FairSharingStrategy.LESS_THAN_INITIAL_SHARE,
     )
+
+
+class RequeuingTimestamp(StrEnum):
+    """``waitForPodsReady.requeuingStrategy.timestamp``: what orders a workload requeued after a
+    PodsReady timeout in its queue (Kueue's ``Ordering.GetQueueOrderTimestamp``)."""
+
+    EVICTION = "Eviction"  # the eviction's time: it goes behind workloads created before it
+    CREATION = "Creation"  # its creation time: it keeps its place
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,12 +387,22 @@ class AdmissionFairSharing:
 
 @dataclass(frozen=True, slots=True)
 class WaitForPodsReady:
+    """Kueue's waitForPodsReady after Kueue's defaulting (``gpuq.api.convert.wait_for_pods_ready``).
+
+    ``enable`` False is no waitForPodsReady at all: the core's own default, for a configuration
+    built directly (the first-come-first-served baseline); Kueue v0.19 reading a Configuration, or
+    none, turns it on.
+    """
+
     enable: bool = False
     timeout_s: float = 1800.0
     block_admission: bool = False
     requeuing_backoff_base_s: float = 60.0
     requeuing_backoff_max_s: float = 3600.0
     requeuing_backoff_limit_count: int | None = None
+    recovery_timeout_s: float | None = None
+    """Read as Kueue defaults it (the timeout; ``0s``: none); not applied (docs/kueue-parity.md)."""
+    requeuing_timestamp: RequeuingTimestamp = RequeuingTimestamp.EVICTION
 
 
 @dataclass(frozen=True, slots=True)

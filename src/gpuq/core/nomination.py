@@ -69,6 +69,7 @@ class Entry:
     requeue: RequeueReason = RequeueReason.NO_FIT
     clear_scan: bool = False  # skipped, overlapping and preempting entries retry every flavor
     topology_blocked: bool = False  # the quota fit but the nodes did not
+    is_preemptor: bool = False  # waiting for the evictions it issued (Kueue's Head.IsPreemptor)
     key: str = field(init=False, default="")
 
     def __post_init__(self) -> None:

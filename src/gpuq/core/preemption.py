@@ -106,7 +106,7 @@ def satisfies_policy(policy: PreemptionPolicy, preemptor: Workload, candidate: W
     if policy == PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY:
         if candidate.priority < preemptor.priority:
             return True
-        return candidate.priority == preemptor.priority and preemptor.creation_time < candidate.creation_time
+        return candidate.priority == preemptor.priority and preemptor.order_time < candidate.order_time
     return False
 
 
@@ -184,7 +184,7 @@ def _from_queue(
             threshold = bwc.max_priority_threshold
     lower = policy == PreemptionPolicy.LOWER_PRIORITY
     lower_or_newer = policy == PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
-    created = preemptor.workload.creation_time
+    created = preemptor.workload.order_time
     if state.rank_by_loss:
         entries = _least_lost_first(state, entries, frs)
     usage = state.fair_usage(queue) if same else None
@@ -198,7 +198,7 @@ def _from_queue(
         if queue in dead:
             return
         victim = admitted[key]
-        if lower_or_newer and priority == limit and not created < victim.workload.creation_time:
+        if lower_or_newer and priority == limit and not created < victim.workload.order_time:
             continue
         if victim.workload.min_runtime_s and victim.protected_at(state.now):
             continue

@@ -154,6 +154,7 @@ class ClusterQueueQueue:
         self._following: dict[tuple[object, ...], _Group] = {}  # active behind their representative
         self._representative: dict[tuple[object, ...], str] = {}  # shape -> heap key the followers follow
         self._sticky: str | None = None
+        self._preemptor: str | None = None
         self._counter = 0
         self.pushes = 0
         """Workloads pushed so far (arrivals and returns): a view of the queue that saw the same count
@@ -235,7 +236,7 @@ class ClusterQueueQueue:
         self._by_shape.setdefault(shape, {})[key] = None
         sticky = 0 if key == self._sticky else 1
         fair = self._usage(workload) if self._usage is not None else 0.0
-        entry = (sticky, fair, -workload.priority, workload.creation_time, workload.uid or key, self._counter)
+        entry = (sticky, fair, -workload.priority, workload.order_time, workload.uid or key, self._counter)
         self._latest[key] = entry
         return entry
 
@@ -290,6 +291,13 @@ class ClusterQueueQueue:
         self._latest.pop(key, None)
         if self._sticky == key:
             self._sticky = None
+        if self._preemptor == key:
+            self._preemptor = None
+
+    def is_preemptor(self, key: str) -> bool:
+        """Kueue's ``ClusterQueue.IsPreemptor``: ``key`` was last requeued waiting for the evictions
+        it issued, and has not left the queue since (admitted, deleted); under any strategy."""
+        return self._preemptor == key
 
     def requeue(self, workload: Workload, reason: RequeueReason, pending_flavors: bool = False) -> bool:
         """Handle a head that was not admitted, per the queueing strategy (Kueue's RequeueIfNotPresent).
@@ -299,6 +307,8 @@ class ClusterQueueQueue:
         inadmissible set.
         """
         key = workload.key
+        if reason == RequeueReason.PENDING_PREEMPTION:
+            self._preemptor = key  # Kueue's preemptorWorkload.set; sticky under BestEffortFIFO only
         if reason == RequeueReason.PENDING_PREEMPTION and self.strategy == QueueingStrategy.BEST_EFFORT_FIFO:
             previous, self._sticky = self._sticky, key
             if previous not in (None, key) and previous in self._entries:
@@ -376,8 +386,8 @@ class ClusterQueueQueue:
 
 
 def _group_entry(workload: Workload) -> tuple[int, float, str, str]:
-    return (-workload.priority, workload.creation_time, workload.uid or workload.key, workload.key)
+    return (-workload.priority, workload.order_time, workload.uid or workload.key, workload.key)
 
 
 def _order(workload: Workload) -> tuple[int, float, str]:
-    return (-workload.priority, workload.creation_time, workload.uid or workload.key)
+    return (-workload.priority, workload.order_time, workload.uid or workload.key)

@@ -61,13 +61,14 @@ class Event(NamedTuple):
 class EventQueue:
     """A min-heap of events keyed by (time, kind, insertion sequence).
 
-    ``len()`` counts the core events only (cancelled ones included): the hooks' timers alone do
-    not mean there is work left."""
+    ``len()`` counts the core events only (cancelled ones included, except those taken out with
+    :meth:`cancel`): the hooks' timers alone do not mean there is work left."""
 
     def __init__(self) -> None:
         self._heap: list[Event] = []
         self._seq = 0
         self._core = 0
+        self._cancelled: set[int] = set()  # seq of events taken out; dropped when they surface
         self.pushed = 0
 
     def push(
@@ -86,14 +87,28 @@ class EventQueue:
         heapq.heappush(self._heap, event)
         return event
 
+    def cancel(self, event: Event) -> None:
+        """Take ``event`` out: it is never returned and no longer counts (dropped lazily)."""
+        if event.seq not in self._cancelled:
+            self._cancelled.add(event.seq)
+            self._core -= event.kind.core
+
+    def _drop_cancelled(self) -> None:
+        heap, cancelled = self._heap, self._cancelled
+        while heap and heap[0].seq in cancelled:
+            cancelled.discard(heapq.heappop(heap).seq)
+
     def peek_time(self, background: bool = True) -> float | None:
         """The time of the first event; with ``background=False``, of the first that is not a
         background event (a scan: only for when little is left)."""
+        self._drop_cancelled()
         if background:
             return self._heap[0].time if self._heap else None
-        return min((e.time for e in self._heap if not e.background), default=None)
+        cancelled = self._cancelled
+        return min((e.time for e in self._heap if not e.background and e.seq not in cancelled), default=None)
 
     def pop(self) -> Event:
+        self._drop_cancelled()
         event = heapq.heappop(self._heap)
         self._core -= event.kind.core
         return event
@@ -102,12 +117,14 @@ class EventQueue:
         """Pop, in order, every event of ``kinds`` due at or before ``now``, including those pushed
         while iterating; events of other kinds due by then are set aside (still counted) and go
         back, with their place in the order, when the iteration ends."""
-        heap = self._heap
+        heap, cancelled = self._heap, self._cancelled
         aside: list[Event] = []
         try:
             while heap and heap[0].time <= now:
                 event = heapq.heappop(heap)
-                if event.kind in kinds:
+                if event.seq in cancelled:
+                    cancelled.discard(event.seq)
+                elif event.kind in kinds:
                     self._core -= event.kind.core
                     yield event
                 else:

@@ -57,6 +57,10 @@ from gpuq.sim.jobs import SimJob
 from gpuq.sim.recorder import Recorder
 
 MAX_CYCLES_PER_PASS = 100_000
+FUTILE_TIMEOUTS = 64
+"""PodsReady timeouts in a row (plus four per workload) after which a run with nothing left to arrive
+stops: Kueue requeues a workload whose pods never get ready in time for ever (backoffLimitCount
+unset, the default), so a start-up longer than the timeout would otherwise never end the run."""
 UNPLACED_MESSAGE = "quota reserved; its pods wait for a node with room (nodes busy or being provisioned)"
 _TIMERS = {
     EventKind.PODS_READY_TIMEOUT: Timer.PODS_READY,
@@ -298,6 +302,11 @@ class Simulation:
         self._next_arrival = 0
         self.events = 0
         self._now = 0.0
+        self._futile = 0  # PodsReady timeouts since a workload last ran, ended or arrived, or nodes changed
+        self.futile_stop = False  # the run stopped on FUTILE_TIMEOUTS
+        self._ready_timers: dict[str, Event] = {}
+        """Each workload's PodsReady timer while it may fire: waitForPodsReady is on by default, and
+        a timer left queued once its workload runs would stretch the span and keep wake-ups alive."""
 
     # ------------------------------------------------------------------- run
     def run(self) -> SimResult:
@@ -334,6 +343,9 @@ class Simulation:
                 self.provisioning.after_schedule(now, self)
             if self._stop_when is not None and self._stop_when(self):
                 self.stopped_at = now
+                break
+            if self._futile > FUTILE_TIMEOUTS + 4 * len(self.runs) and self._next_arrival >= len(self.jobs):
+                self.stopped_at, self.futile_stop = now, True
                 break
             if self._on_progress is not None:
                 self._on_progress(now)
@@ -492,6 +504,8 @@ class Simulation:
             self._change_nodes(self.settings.node_changes[int(key)], now)
             return
         timer = _TIMERS.get(kind)
+        if timer == Timer.PODS_READY and (ready := self._ready_timers.get(key)) and ready.version == version:
+            del self._ready_timers[key]  # fired: no longer in the queue to cancel
         if timer is not None:  # the lifecycle's own timers carry its token
             self.life.handle(ev.TimerFired(key, timer, version, now))
             return
@@ -507,6 +521,7 @@ class Simulation:
     def _arrive(self, job: SimJob, now: float) -> None:
         run = SimRun(job, remaining_s=job.duration_s)
         self.runs[job.key] = run
+        self._futile = 0
         self.life.submit(job.workload, now)
         life = self.life.lives[job.key]
         run.cluster_queue = life.cluster_queue
@@ -523,6 +538,10 @@ class Simulation:
         handler = self._effects.get(type(effect))
         if handler is not None:
             handler(effect)
+        ready = self._ready_timers.get(getattr(effect, "key", ""))
+        if ready is not None and not self.life.timer_matters(ready.key, Timer.PODS_READY, ready.version):
+            self.queue.cancel(ready)  # running or gone: left queued it would keep the run alive
+            del self._ready_timers[ready.key]
 
     def hold_checks(self, key: str, checks: tuple[str, ...], at: float) -> set[str]:
         """Admission checks pass at once (the capacity they stand for is modelled by the nodes), except
@@ -582,7 +601,12 @@ class Simulation:
             run.preempted_by.append(effect.by)
 
     def _on_wake_at(self, effect: WakeAt) -> None:
-        self.queue.push(effect.at, _TIMER_EVENTS[effect.timer], effect.key, effect.token)
+        event = self.queue.push(effect.at, _TIMER_EVENTS[effect.timer], effect.key, effect.token)
+        if effect.timer == Timer.PODS_READY:
+            stale = self._ready_timers.get(effect.key)
+            if stale is not None:  # an earlier admission's, still queued
+                self.queue.cancel(stale)
+            self._ready_timers[effect.key] = event
 
     def _on_start_pods(self, effect: StartPods) -> None:
         """Every pod has a node: hold the GPUs, start after the start-up delay."""
@@ -612,6 +636,7 @@ class Simulation:
     def _on_state_changed(self, effect: StateChanged) -> None:
         run = self.runs[effect.key]
         if effect.state == WorkloadState.RUNNING:
+            self._futile = 0
             self._running(run, effect.at)
         else:
             run.status = effect.state
@@ -713,6 +738,7 @@ class Simulation:
             run.preempted += 1
         elif effect.reason == "PodsReadyTimeout":
             run.ready_timeouts += 1
+            self._futile += 1
         run.reason = effect.message
         self._waited(run, now, effect.reason, effect.message)
         if was_bound:
@@ -734,6 +760,7 @@ class Simulation:
     def _on_ended(self, effect: Ended) -> None:
         run = self.runs[effect.key]
         now = effect.at
+        self._futile = 0
         if effect.cause == "work":
             written = self._checkpoints_in(run, run.remaining_s)
             run.checkpoints += written
@@ -760,6 +787,7 @@ class Simulation:
     # ----------------------------------------------------------------- nodes
     def _change_nodes(self, change: NodeChange, now: float, reason: str = "") -> None:
         assert self.placer is not None
+        self._futile = 0
         names = list(change.nodes)
         if change.pool is not None:
             members = self._pool_nodes.get(change.pool, [])

@@ -78,6 +78,7 @@ class VariantOutcome:
     decision_s: float | None = None  # provisioning decisions' wall time, when provisioning is on
     failure: tuple[str, tuple[str, ...]] | None = None
     refused: str | None = None
+    warnings: tuple[str, ...] = ()  # about the run itself (it stopped early)
 
 
 Progress = Callable[[int, str, float], None]  # (variant index, "total" or "at", seconds)
@@ -102,7 +103,7 @@ def run_variant(job: VariantJob, progress: Progress | None = None) -> VariantOut
             job.index, variant.name, {}, "", tuple(prepared.bad_rows), lines, notes, refused=refused
         )
     started = time.perf_counter()
-    result, provisioner = _simulate(job.index, prepared, progress)
+    result, provisioner, warnings = _simulate(job.index, prepared, progress)
     wall_s = time.perf_counter() - started
     metrics, csv = _measure(plan, prepared, result, provisioner)
     return VariantOutcome(
@@ -118,6 +119,7 @@ def run_variant(job: VariantJob, progress: Progress | None = None) -> VariantOut
         result.cycles,
         wall_s,
         provisioner.decision_s if provisioner is not None else None,
+        warnings=warnings,
     )
 
 
@@ -131,8 +133,8 @@ def state_lines(plan: ScenarioPlan, prepared: PreparedVariant) -> tuple[str, ...
 
 def _simulate(
     index: int, prepared: PreparedVariant, progress: Progress | None
-) -> tuple[SimResult, Provisioner | None]:
-    """The run, reporting its clock ``PROGRESS_STEPS`` times."""
+) -> tuple[SimResult, Provisioner | None, tuple[str, ...]]:
+    """The run, reporting its clock ``PROGRESS_STEPS`` times, and what to warn of it."""
     last = max(
         [j.workload.creation_time for j in prepared.jobs] + [r.remaining_s for r in prepared.residents],
         default=0.0,
@@ -151,8 +153,16 @@ def _simulate(
 
     simulation = prepared.simulation(on_progress)
     result = simulation.run()
+    warnings: tuple[str, ...] = ()
+    if simulation.futile_stop:
+        stuck = sorted(k for k, r in result.runs.items() if r.ended is None and r.ready_timeouts)
+        warnings = (
+            f"warning: stopped at t={simulation.stopped_at:.0f}s: {len(stuck)} workload(s) "
+            f"(first {stuck[0] if stuck else '-'}) kept timing out of waitForPodsReady and nothing "
+            "else was left to happen; raise waitForPodsReady.timeout above the start-up time",
+        )
     provisioner = simulation.provisioning
-    return result, provisioner if isinstance(provisioner, Provisioner) else None
+    return result, provisioner if isinstance(provisioner, Provisioner) else None, warnings
 
 
 def _measure(

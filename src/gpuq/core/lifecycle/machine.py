@@ -23,9 +23,10 @@ What it decides, and the one place each rule lives:
 3. **Eviction** (preemption, node loss, waitForPodsReady timeout, a requested eviction): the
    pods are stopped with their grace period; quota is released and the workload requeued when
    they are gone (Kueue's ``Evicted`` then ``Requeued``).
-4. **waitForPodsReady**: admitted and not running after ``timeout`` evicts with Kueue's
-   backoff ``min(base * 2^(n-1), max)`` (``requeueState.requeueAt``); past
-   ``backoffLimitCount`` requeues the workload is deactivated.
+4. **waitForPodsReady** (on by default since Kueue v0.19): Admitted (every check Ready) and not
+   running ``timeout`` later evicts with Kueue's backoff ``min(base * 2^(n-1), max)``
+   (``requeueState.requeueAt``), ordered in its queue by the eviction's time unless the
+   requeuing timestamp is Creation; past ``backoffLimitCount`` requeues it is deactivated.
 5. **Pods**: a failed pod restarts after an exponential backoff until the Job's
    ``backoffLimit`` is spent; a pod the executor cannot start fails the workload at once; every
    pod succeeding (or the completion pod set's) ends the workload; ``activeDeadlineSeconds``
@@ -65,11 +66,10 @@ from gpuq.core.lifecycle.effects import (
 )
 from gpuq.core.lifecycle.events import JobPolicy
 from gpuq.core.lifecycle.states import USAGE_SAMPLE_KEY, Timer, WorkloadState, check_transition
-from gpuq.core.model import CheckState, Workload
+from gpuq.core.model import CheckState, RequeuingTimestamp, Workload
 from gpuq.core.placement.engine import PodBinding
 
 S = WorkloadState
-WAITING = (S.QUOTA_RESERVED, S.ADMITTED)  # hold quota, pods not all running
 MAX_EXECUTION_EXCEEDED = "MaximumExecutionTimeExceeded"  # the underlying cause of the deactivation
 BACKFILL_LIMIT_EXCEEDED = "BackfillLimitExceeded"  # backfilled, it ran past its declared runtime: evicted
 
@@ -127,6 +127,7 @@ class Life:
     evicting: str = ""  # the reason of an eviction in flight
     evicting_message: str = ""
     evicting_requeue_at: float | None = None
+    evicting_at: float = 0.0  # when the eviction began (Kueue's Evicted condition time)
     message: str = ""  # the last pending message reported
     admitted_at: float | None = None  # Admitted since (maximumExecutionTimeSeconds)
     run_limit_at: float | None = None  # backfilled: its quota is due back by then (gpuq.core.backfill)
@@ -326,8 +327,6 @@ class Lifecycle:
             self._admitted(life, at)
         if life.workload.min_runtime_s > 0:
             self.hooks.effect(WakeAt(key, Timer.PROTECTION, at + life.workload.min_runtime_s, life.token))
-        if self._ready_timeout is not None:
-            self.hooks.effect(WakeAt(key, Timer.PODS_READY, at + self._ready_timeout, life.token))
         if key not in self.scheduler.unplaced and not held:
             self._start(life, at)
 
@@ -470,6 +469,17 @@ class Lifecycle:
         interval = fair.afs.usage_sampling_interval_s
         self.hooks.effect(WakeAt(USAGE_SAMPLE_KEY, Timer.USAGE_SAMPLE, at + interval, 0))
 
+    def timer_matters(self, key: str, timer: Timer, token: int) -> bool:
+        """Whether a timer set with ``token`` would still act if it fired now: not when the workload
+        ended or its quota was reserved / released since (stale), nor a PodsReady timer once the
+        workload is running or being evicted. A shell may drop a timer that does not matter."""
+        if timer == Timer.USAGE_SAMPLE:
+            return True  # Admission Fair Sharing's sampling: not a workload's timer
+        life = self.lives.get(key)
+        if life is None or life.token != token:
+            return False
+        return timer != Timer.PODS_READY or (life.state == S.ADMITTED and not life.evicting)
+
     def _on_timer(self, event: ev.TimerFired) -> None:
         if event.timer == Timer.USAGE_SAMPLE:
             self._sampling = False
@@ -515,9 +525,13 @@ class Lifecycle:
             self._end(life, S.INACTIVE, "deactivated", MAX_EXECUTION_EXCEEDED, message, event.at)
 
     def _admitted(self, life: Life, at: float) -> None:
-        """Admitted from ``at``: the maximumExecutionTimeSeconds timer, for what is left of it."""
+        """Admitted from ``at``: the PodsReady timer (Kueue counts the timeout from the Admitted
+        condition, not from the quota reservation: a workload its checks hold is never timed out)
+        and the maximumExecutionTimeSeconds timer, for what is left of it."""
         life.admitted_at = at
         self.scheduler.became_admitted(life.key, at)
+        if self._ready_timeout is not None:
+            self.hooks.effect(WakeAt(life.key, Timer.PODS_READY, at + self._ready_timeout, life.token))
         limit = life.workload.maximum_execution_s
         if limit is not None:
             left = max(0, limit - life.past_execution_s)
@@ -526,7 +540,7 @@ class Lifecycle:
     def _pods_ready_timeout(self, life: Life, at: float) -> None:
         """waitForPodsReady (Kueue: pkg/controller/core/workload_controller.go): admitted ``timeout``
         ago and not running: evict with backoff, or deactivate past ``backoffLimitCount``."""
-        if life.state not in WAITING or life.evicting:
+        if not self.timer_matters(life.key, Timer.PODS_READY, life.token):
             return
         wait = self._wait
         life.ready_timeouts += 1
@@ -535,9 +549,8 @@ class Lifecycle:
             message = f"deactivated after {limit} requeues for PodsReadyTimeout"
             self._end(life, S.INACTIVE, "deactivated", "PodsReadyTimeout", message, at)
             return
-        backoff = min(
-            wait.requeuing_backoff_base_s * 2 ** (life.ready_timeouts - 1), wait.requeuing_backoff_max_s
-        )
+        doubling = min(life.ready_timeouts - 1, 64)  # endless requeues (no limit) must not overflow
+        backoff = min(wait.requeuing_backoff_base_s * 2**doubling, wait.requeuing_backoff_max_s)
         self._evict(life, "PodsReadyTimeout", "PodsReadyTimeout", at, requeue_at=at + backoff)
         self.hooks.effect(WakeAt(life.key, Timer.REQUEUE, at + backoff, life.token))
 
@@ -584,6 +597,7 @@ class Lifecycle:
         self.hooks.effect(StopPods(life.key, life.policy.max_grace_s, reason, message, at))
         life.token += 1
         life.evicting, life.evicting_message, life.evicting_requeue_at = reason, message, requeue_at
+        life.evicting_at = at
         if self.settings.instant_stops or not (life.bound and life.running_pods):
             self._complete_eviction(life, at)
         else:
@@ -609,8 +623,14 @@ class Lifecycle:
         life.failures = 0
         life.started_at = None  # as a resumed Job's startTime: the next run counts from its next start
         self.hooks.effect(Requeued(life.key, reason, message, requeue_at, at))
-        self._freeing(life.key, at, lambda: self.scheduler.evict(life.key, at, requeue_at))
+        order_at = life.evicting_at if self._orders_by_eviction(reason) else None
+        self._freeing(life.key, at, lambda: self.scheduler.evict(life.key, at, requeue_at, order_at))
         life.workload = self.scheduler.workload_of(life.key) or life.workload
+
+    def _orders_by_eviction(self, reason: str) -> bool:
+        """Kueue's ``GetQueueOrderTimestamp`` (pkg/workload/workload.go): a workload evicted for
+        PodsReadyTimeout waits in its queue from the eviction's time under the Eviction timestamp."""
+        return reason == "PodsReadyTimeout" and self._wait.requeuing_timestamp == RequeuingTimestamp.EVICTION
 
     # ------------------------------------------------------------------ ending
     def _end(
