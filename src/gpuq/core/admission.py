@@ -192,12 +192,12 @@ class Scheduler:
 
     # ------------------------------------------------------------------ cycle
     def heads(self, now: float) -> list[Entry]:
-        """The queue manager's heads: one head per active ClusterQueue."""
+        """The queue manager's heads: one head per active ClusterQueue, by name (the order of
+        ``queues``); only the queues with an active workload are visited."""
         entries = []
-        for name, queue in self.queues.items():
-            if name in self.inactive:
-                continue
-            head = queue.head()
+        queues = self.queues
+        for name in sorted(self.active_queues.with_heads):
+            head = queues[name].head()
             if head is not None:
                 entries.append(Entry(head, name))
         return entries
