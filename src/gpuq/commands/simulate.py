@@ -181,11 +181,7 @@ def simulate(
 def _run(prepared: PreparedVariant, quiet: bool) -> tuple[SimResult, Provisioner | None]:
     from gpuq.sim.provisioning.provisioner import Provisioner
 
-    jobs = prepared.jobs
-    last = max(
-        [j.workload.creation_time for j in jobs] + [r.remaining_s for r in prepared.residents], default=0.0
-    )
-    total = prepared.settings.horizon_s or last or 1.0
+    steps = 1000
     with Progress(
         TextColumn(f"[bold]{prepared.plan.name}"),
         BarColumn(),
@@ -195,17 +191,18 @@ def _run(prepared: PreparedVariant, quiet: bool) -> tuple[SimResult, Provisioner
         transient=True,
         disable=quiet,
     ) as progress:
-        task = progress.add_task("simulating", total=total, clock="")
-        marks = {"next": 0.0}
-        step = total / 200
+        task = progress.add_task("simulating", total=steps, clock="")
+        marks = {"next": 0}
 
         def on_progress(now: float) -> None:
-            if now >= marks["next"]:
-                marks["next"] = now + step
-                progress.update(task, completed=min(now, total), clock=f"t={_human(now)}")
+            done = int(simulation.progress() * steps)  # arrivals and ends: 100 % when the drain is over
+            if done >= marks["next"]:
+                marks["next"] = done + steps // 200
+                progress.update(task, completed=done, clock=f"t={_human(now)}")
 
         simulation = prepared.simulation(None if quiet else on_progress)
         result = simulation.run()
+        progress.update(task, completed=steps)
         provisioner = simulation.provisioning
         return result, provisioner if isinstance(provisioner, Provisioner) else None
 
