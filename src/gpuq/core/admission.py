@@ -78,6 +78,7 @@ class Scheduler:
         self.reserved_checks: dict[str, dict[str, CheckState]] = {}
         self.last_tried: dict[str, list[dict[str, int]]] = {}
         self.why: dict[str, Pending] = {}  # the latest reason each queued workload waits
+        self.heads_tried = 0  # heads the cycles nominated, all cycles together (what the cycles cost)
 
     # ----------------------------------------------------------------- intake
     def submit(self, workload: Workload, placed: Sequence[PodBinding] | None = None) -> None:
@@ -206,6 +207,7 @@ class Scheduler:
         """One scheduling cycle; the state is unchanged when this returns."""
         self.state.now = now
         entries = self.heads(now)
+        self.heads_tried += len(entries)
         oracle = self.binder.oracle if self.binder is not None else None
         for entry in entries:
             nominate(self.state, entry, now, self.last_tried.get(entry.key), oracle)
