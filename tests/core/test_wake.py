@@ -146,3 +146,36 @@ def test_a_quiet_strict_head_is_not_worked_out_again() -> None:
     settle(scheduler)
     for _ in range(5):
         assert settle(scheduler) == Pass(frozenset({"s1"}), 0)
+
+
+def waiting_for_nodes() -> tuple[Scheduler, list[str]]:
+    """One 8-GPU node held by ``r``; admitted on quota, waiting for it in this order: b1, b2, b3
+    (8 GPUs each), then s1 (4 GPUs). The list names every placement computed from now on."""
+    cfg = config(cluster_queue("q").flavor("f", gpu=64).build())
+    placer = Placer([Node("h0", {GPU: 8, "pods": 110})], flavors=cfg.flavors, topologies=cfg.topologies)
+    scheduler = Scheduler(cfg, placer)
+    scheduler.submit(workload("r").queue("q").request(1, gpu=8).admitted("q", {"gpu": "f"}).build())
+    for i, (name, gpus) in enumerate([("b1", 8), ("b2", 8), ("b3", 8), ("s1", 4)]):
+        scheduler.submit(workload(name).queue("q").created(i).request(1, gpu=gpus).build())
+    settle(scheduler)
+    assert list(scheduler.unplaced) == ["default/b1", "default/b2", "default/b3", "default/s1"]
+    computed: list[str] = []
+    place = placer.place
+
+    def counted(workload: Workload, *args: object, **kwargs: object) -> object:
+        computed.append(workload.name)
+        return place(workload, *args, **kwargs)  # type: ignore[arg-type]
+
+    placer.place = counted  # type: ignore[method-assign]
+    return scheduler, computed
+
+
+def test_freed_nodes_retry_each_waiting_shape_until_one_of_it_fails() -> None:
+    """Kueue admits on quota and the pods wait; a release binds the waiting ones in the order they
+    began to wait, and once one of a shape does not fit its equals are not tried (b3 after b2)."""
+    scheduler, computed = waiting_for_nodes()
+    scheduler.finish("default/r")
+    assert computed == ["b1", "b2", "s1"]
+    assert list(scheduler.unplaced) == ["default/b2", "default/b3", "default/s1"]
+    assert scheduler.take_placed_waiting() == ["default/b1"]
+    assert scheduler.take_placed_waiting() == []

@@ -124,7 +124,7 @@ class Scheduler:
         if self.binder is not None:
             if placed:
                 self.binder.placer.restore(workload, placed)
-                self.binder.unplaced.pop(workload.key, None)
+                self.binder.forget(workload.key)
             else:
                 self.binder.bind(workload, workload.admission.pod_set_assignments)
 
@@ -471,6 +471,14 @@ class Scheduler:
     def unplaced(self) -> dict[str, PlacementFailure]:
         """Admitted workloads whose pods no node holds yet (empty without nodes)."""
         return self.binder.unplaced if self.binder is not None else {}
+
+    def take_placed_waiting(self) -> list[str]:
+        """The workloads that waited for a node and were bound since the last call (by releases and
+        added nodes), in the order they were bound."""
+        if self.binder is None:
+            return []
+        placed, self.binder.placed_waiting = self.binder.placed_waiting, []
+        return placed
 
     def _release_nodes(self, key: str) -> None:
         if self.binder is not None:
