@@ -10,7 +10,8 @@ anew (the others were reused). An engine at event speed has a flat µs/event col
 three counts say whether work grows with the queue (heads retried) or only its price. Usage:
 
     .venv/bin/python bench/sim_events.py [--workloads 20000] [--load 1.1] [--nodes 1000]
-    .venv/bin/python bench/sim_events.py --nodes 300            # deeper queues: thousands pending
+    .venv/bin/python bench/sim_events.py --load 1.5             # deeper queues: thousands pending
+    .venv/bin/python bench/sim_events.py --strict               # StrictFIFO queues
     .venv/bin/python bench/sim_events.py --scenario examples/philly/scenario.yaml --variant kueue
 
 It prints figures only and asserts nothing.
@@ -136,6 +137,7 @@ def main() -> None:
     parser.add_argument("--workloads", type=int, default=20_000)
     parser.add_argument("--load", type=float, default=1.1, help="offered GPU load ÷ capacity")
     parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--strict", action="store_true", help="StrictFIFO queues (default BestEffortFIFO)")
     parser.add_argument("--scenario", help="a Scenario file instead of the synthetic cluster")
     parser.add_argument("--variant", help="the Scenario's variant (default: its first)")
     args = parser.parse_args()
@@ -144,7 +146,11 @@ def main() -> None:
         label, simulation = scenario_simulation(args.scenario, args.variant, timer)
     else:
         label, simulation = synthetic_simulation(
-            args.workloads, nodes=args.nodes, load_factor=args.load, on_progress=timer
+            args.workloads,
+            nodes=args.nodes,
+            load_factor=args.load,
+            on_progress=timer,
+            strategy="StrictFIFO" if args.strict else "BestEffortFIFO",
         )
     timer.simulation = simulation
     started, cpu = time.perf_counter(), time.process_time()
