@@ -409,6 +409,7 @@ class Scheduler:
             queue.delete(entry.key)
             self.why.pop(entry.key, None)
             self.last_tried.pop(entry.key, None)
+            self.state.nominations.pop(entry.key, None)  # requeued later as a new object: never reused
             usage = admission_usage(_admission(decision))
             workload = replace(entry.workload, admission=_admission(decision), quota_reserved_time=now)
             self.state.reserve(AdmittedWorkload(workload, entry.cluster_queue, usage, now))
@@ -559,6 +560,7 @@ class Scheduler:
         workload = self.workloads.pop(key, None)
         self.why.pop(key, None)
         self.last_tried.pop(key, None)
+        self.state.nominations.pop(key, None)
         self.unqueued.pop(key, None)
         target = self.route(workload)[0] if workload is not None else None
         queues = [self.queues[target]] if target is not None else list(self.queues.values())
