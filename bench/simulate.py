@@ -29,8 +29,11 @@ ROOT = Path(__file__).resolve().parent.parent
 PHILLY = (Path(__file__).resolve().parents[1] / "data/traces/philly/philly_jobs_sia.csv.xz")
 
 
-def synthetic_config(teams: int, cohorts: int, nodes: int, gpus_per_node: int) -> str:
-    """Kueue objects and one NodePool: ``teams`` ClusterQueues in ``cohorts`` cohorts, equal quotas."""
+def synthetic_config(
+    teams: int, cohorts: int, nodes: int, gpus_per_node: int, strategy: str = "BestEffortFIFO"
+) -> str:
+    """Kueue objects and one NodePool: ``teams`` ClusterQueues in ``cohorts`` cohorts, equal quotas,
+    each with the queueing ``strategy``."""
     quota = nodes * gpus_per_node // teams
     docs = [
         "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: h100}\n",
@@ -49,6 +52,7 @@ kind: ClusterQueue
 metadata: {{name: {team}}}
 spec:
   cohortName: cohort-{index % cohorts}
+  queueingStrategy: {strategy}
   namespaceSelector: {{}}
   preemption: {{reclaimWithinCohort: Any, withinClusterQueue: LowerPriority}}
   resourceGroups:
@@ -72,6 +76,7 @@ def synthetic_simulation(
     nodes: int = 1000,
     load_factor: float = 0.9,
     on_progress: Callable[[float], None] | None = None,
+    strategy: str = "BestEffortFIFO",
 ) -> tuple[str, Simulation]:
     """The synthetic cluster and its arrivals, ready to run: a label and the simulation."""
     gpus = nodes * 8
@@ -96,13 +101,15 @@ def synthetic_simulation(
     )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cluster.yaml"
-        path.write_text(synthetic_config(teams, 5, nodes, 8))
+        path.write_text(synthetic_config(teams, 5, nodes, 8, strategy))
         result = load([str(path)])
     assert result.config is not None, result.errors
     trace = generate(generator, seed=1)
     jobs, bad = to_sim_jobs(trace, {}, result.gpu_catalogue, "generator")
     assert not bad
-    label = f"synthetic: {len(jobs):,} workloads, {teams} teams in 5 cohorts, {nodes} nodes × 8 GPUs"
+    label = (
+        f"synthetic: {len(jobs):,} workloads, {teams} {strategy} teams in 5 cohorts, {nodes} nodes × 8 GPUs"
+    )
     return label, Simulation(result.config, result.nodes, jobs, SimSettings(), on_progress=on_progress)
 
 

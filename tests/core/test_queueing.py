@@ -340,7 +340,7 @@ def test_grouped_parking_behaves_like_parking_every_workload(seed: int) -> None:
 def test_counts_kept_as_workloads_move_equal_the_counted_members(seed: int) -> None:
     """Two queues sharing totals (as a scheduler's active queues do): after random pushes, parks (alone
     and by shape), wakes, sticky heads, admissions and deletions, each queue's counts and the shared
-    totals equal the workloads counted member by member."""
+    totals equal the workloads counted member by member, and the totals name the queues with a head."""
     import random
 
     from gpuq.core.model import PodSet
@@ -375,5 +375,7 @@ def test_counts_kept_as_workloads_move_equal_the_counted_members(seed: int) -> N
             following = sum(len(g.members) for g in each._following.values())
             assert each.counts == QueueCounts(len(each._entries) + following, parked), op
         assert totals == QueueCounts(
-            sum(q.counts.active for q in queues), sum(q.counts.inadmissible for q in queues)
+            sum(q.counts.active for q in queues),
+            sum(q.counts.inadmissible for q in queues),
+            {q.name for q in queues if q.head() is not None},
         )

@@ -84,9 +84,12 @@ def test_workers_report_each_variants_progress_and_return_what_the_process_compu
     assert [(o.name, o.metrics, o.csv) for o in away] == [(o.name, o.metrics, o.csv) for o in here]
     for index in (0, 1):
         mine = [(kind, value) for i, kind, value in reports if i == index]
-        assert mine[0][0] == "total" and all(kind == "at" for kind, _ in mine[1:]), mine
-        clock = [value for _, value in mine[1:]]
-        assert clock and clock == sorted(clock) and clock[-1] <= mine[0][1]
+        assert mine[0] == ("total", sweeps.PROGRESS_STEPS), mine
+        assert {kind for kind, _ in mine[1:]} == {"at", "share"}, mine
+        clock = [value for kind, value in mine[1:] if kind == "at"]
+        share = [value for kind, value in mine[1:] if kind == "share"]
+        assert clock and clock == sorted(clock)  # the simulated time, in order
+        assert share == sorted(share) and share[-1] <= sweeps.PROGRESS_STEPS  # the drain counts
 
 
 def test_a_variant_that_cannot_be_prepared_fails_alike_in_a_worker_and_in_the_process(tmp_path: Path) -> None:

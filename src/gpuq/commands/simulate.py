@@ -287,8 +287,10 @@ def _progress(plan: ScenarioPlan, quiet: bool) -> Iterator[Callable[[int, str, f
             elif kind == "total":
                 name = f"{plan.name} {plan.variants[index].name}" if several else plan.name
                 tasks[index], totals[index] = bars.add_task(name, total=value, clock=""), value
+            elif index in tasks and kind == "share":
+                bars.update(tasks[index], completed=value)
             elif index in tasks:
-                bars.update(tasks[index], completed=value, clock=f"t={_human(value)}")
+                bars.update(tasks[index], clock=f"t={_human(value)}")
 
         yield report
 

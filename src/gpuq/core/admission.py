@@ -93,6 +93,7 @@ class Scheduler:
         self._planned: dict[str, tuple[object, ...]] = {}  # per backfill queue: what its last plan read
         self.overran: set[str] = set()
         """Workloads evicted at the runtime they were backfilled with: never backfilled again."""
+        self.heads_tried = 0  # heads the cycles nominated, all cycles together (what the cycles cost)
 
     # ----------------------------------------------------------------- intake
     def submit(self, workload: Workload, placed: Sequence[PodBinding] | None = None) -> None:
@@ -138,7 +139,7 @@ class Scheduler:
         if self.binder is not None:
             if placed:
                 self.binder.placer.restore(workload, placed)
-                self.binder.unplaced.pop(workload.key, None)
+                self.binder.forget(workload.key)
             else:
                 self.binder.bind(workload, workload.admission.pod_set_assignments)
 
@@ -207,11 +208,12 @@ class Scheduler:
 
     # ------------------------------------------------------------------ cycle
     def heads(self, now: float) -> list[Entry]:
-        """The queue manager's heads: one head per active ClusterQueue."""
+        """The queue manager's heads: one head per active ClusterQueue, by name (the order of
+        ``queues``); only the queues with an active workload are visited."""
         entries = []
-        for name, queue in self.queues.items():
-            if name in self.inactive:
-                continue
+        queues = self.queues
+        for name in sorted(self.active_queues.with_heads):
+            queue = queues[name]
             head = queue.head()
             if head is not None:
                 entries.append(Entry(head, name, is_preemptor=queue.is_preemptor(head.key)))
@@ -221,6 +223,7 @@ class Scheduler:
         """One scheduling cycle; the state is unchanged when this returns."""
         self.state.now = now
         entries = self.heads(now)
+        self.heads_tried += len(entries)
         oracle = self.binder.oracle if self.binder is not None else None
         for entry in entries:
             nominate(self.state, entry, now, self.last_tried.get(entry.key), oracle)
@@ -533,6 +536,7 @@ class Scheduler:
             self.reservations.pop(entry.key, None)
             self.why.pop(entry.key, None)
             self.last_tried.pop(entry.key, None)
+            self.state.nominations.pop(entry.key, None)  # requeued later as a new object: never reused
             usage = admission_usage(_admission(decision))
             workload = replace(
                 entry.workload, admission=_admission(decision), quota_reserved_time=now, queue_order_time=None
@@ -656,6 +660,14 @@ class Scheduler:
         """Admitted workloads whose pods no node holds yet (empty without nodes)."""
         return self.binder.unplaced if self.binder is not None else {}
 
+    def take_placed_waiting(self) -> list[str]:
+        """The workloads that waited for a node and were bound since the last call (by releases and
+        added nodes), in the order they were bound."""
+        if self.binder is None:
+            return []
+        placed, self.binder.placed_waiting = self.binder.placed_waiting, []
+        return placed
+
     def _release_nodes(self, key: str) -> None:
         if self.binder is not None:
             self.binder.release(
@@ -740,6 +752,7 @@ class Scheduler:
         workload = self.workloads.pop(key, None)
         self.why.pop(key, None)
         self.last_tried.pop(key, None)
+        self.state.nominations.pop(key, None)
         self.unqueued.pop(key, None)
         self.reservations.pop(key, None)
         self.overran.discard(key)

@@ -19,7 +19,9 @@ scheduler keeps both in step through this object:
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
+from itertools import islice
 
 from gpuq.core.model import PodSetAssignment, Workload
 from gpuq.core.placement.engine import PlacementFailure, Placer, WorkloadPlacement
@@ -34,6 +36,11 @@ class Binder:
         self.placer = placer
         self.oracle = TopologyWhatIf(placer)
         self.unplaced: dict[str, PlacementFailure] = {}  # admitted, pods waiting for room on a node
+        self._waiting: dict[tuple[object, ...], dict[str, None]] = {}  # unplaced keys by shape, in order
+        self._shape_of: dict[str, tuple[object, ...]] = {}
+        self._order: dict[str, int] = {}  # each unplaced key's rank in ``unplaced``'s order
+        self._ranks = 0
+        self.placed_waiting: list[str] = []  # keys that waited and were bound by a capacity change
         self.topology_blocked: set[str] = set()  # queues with a head no topology domain held
         self._assumed: list[str] = []
         self._version_before = 0  # the nodes' capacity version before the first assumed placement
@@ -67,10 +74,38 @@ class Binder:
         explain = self.explain_failures and not (retry and workload.key in self.unplaced)
         outcome = self.placer.place(workload, pod_sets, explain=explain)
         if isinstance(outcome, PlacementFailure):
-            if explain or workload.key not in self.unplaced:
+            if workload.key not in self.unplaced:
+                self._wait(workload, pod_sets, outcome)
+            elif explain:
                 self.unplaced[workload.key] = outcome
         else:
-            self.unplaced.pop(workload.key, None)
+            self.forget(workload.key)
+
+    def _wait(
+        self, workload: Workload, pod_sets: Sequence[PodSetAssignment], failure: PlacementFailure
+    ) -> None:
+        """``workload``'s pods wait for room, indexed by shape (its pod sets and their assignment)."""
+        key = workload.key
+        self.unplaced[key] = failure
+        shape = (
+            shape_of(workload),
+            tuple((a.name, a.count, tuple(sorted(a.flavors.items())), a.topology) for a in pod_sets),
+        )
+        self._shape_of[key] = shape
+        self._waiting.setdefault(shape, {})[key] = None
+        self._ranks += 1
+        self._order[key] = self._ranks
+
+    def forget(self, key: str) -> None:
+        """``key`` no longer waits for a node (bound, released, restored where it runs)."""
+        if self.unplaced.pop(key, None) is None:
+            return
+        shape = self._shape_of.pop(key)
+        del self._order[key]
+        members = self._waiting[shape]
+        del members[key]
+        if not members:
+            del self._waiting[shape]
 
     def release(
         self,
@@ -83,7 +118,7 @@ class Binder:
         ``admitted`` gives a still-admitted workload (with its admission) by key.
         """
         self.placer.release(key)
-        self.unplaced.pop(key, None)
+        self.forget(key)
         self.capacity_added(admitted, wake)
 
     def capacity_added(
@@ -95,20 +130,28 @@ class Binder:
         for cq_name in sorted(self.topology_blocked):
             wake(cq_name)
         self.topology_blocked.clear()
-        failed: set[tuple[object, ...]] = set()  # shapes that did not fit: the same gang fails again
-        for waiting in list(self.unplaced):
-            workload = admitted(waiting)
+        self._bind_waiting(admitted)
+
+    def _bind_waiting(self, admitted: Callable[[str], Workload | None]) -> None:
+        """Retry the waiting workloads in the order they began to wait; once one of a shape fails,
+        the rest of that shape would too (binding only takes room), so they are not visited:
+        the first of each shape is taken from a heap in that order, which costs per workload
+        bound and per shape, not per workload waiting."""
+        skipped: dict[tuple[object, ...], int] = {}  # per shape, leading members with no admission
+        heap = [(self._order[key], key) for key in (next(iter(m)) for m in self._waiting.values())]
+        heapq.heapify(heap)
+        while heap:
+            _, key = heapq.heappop(heap)
+            shape = self._shape_of[key]
+            workload = admitted(key)
             if workload is None or workload.admission is None:
-                continue
-            shape = (
-                shape_of(workload),
-                tuple(
-                    (a.name, a.count, tuple(sorted(a.flavors.items())), a.topology)
-                    for a in workload.admission.pod_set_assignments
-                ),
-            )
-            if shape in failed:
-                continue
-            self.bind(workload, workload.admission.pod_set_assignments, retry=True)
-            if workload.key in self.unplaced:
-                failed.add(shape)
+                skipped[shape] = skipped.get(shape, 0) + 1
+            else:
+                self.bind(workload, workload.admission.pod_set_assignments, retry=True)
+                if key in self.unplaced:
+                    continue  # this shape does not fit any more
+                self.placed_waiting.append(key)
+            members = self._waiting.get(shape)
+            following = next(islice(members, skipped.get(shape, 0), None), None) if members else None
+            if following is not None:
+                heapq.heappush(heap, (self._order[following], following))

@@ -56,6 +56,10 @@ class TopologyOracle(Protocol):
         """Why the pod sets could not be placed even with every topology-aware workload gone."""
         ...
 
+    def capacity_version(self) -> int:
+        """Names the nodes' free state: equal versions, equal answers to every question above."""
+        ...
+
 
 @dataclass(slots=True)
 class Entry:
@@ -107,22 +111,30 @@ def nominate(
         entry.requeue = RequeueReason.INACTIVE
         return
     timeless = not state.cluster_queue(entry.cluster_queue).least_lost_work  # lost work grows with time
-    if topology is None and not state.config.scheduler.fair_sharing.enable and timeless:
-        _reused_or_initial_assignment(state, entry, resume)
+    if topology is not None and not state.lists_topology(entry.cluster_queue):
+        topology = None  # no flavor it can get is topology-aware: the nodes cannot change the outcome
+    if not state.config.scheduler.fair_sharing.enable and timeless:
+        _reused_or_initial_assignment(state, entry, resume, topology)
     else:
+        state.evaluations += 1
         _initial_assignment(state, entry, resume, topology)
 
 
-def _reused_or_initial_assignment(state: ClusterState, entry: Entry, resume: ScanProgress | None) -> None:
+def _reused_or_initial_assignment(
+    state: ClusterState, entry: Entry, resume: ScanProgress | None, topology: TopologyOracle | None
+) -> None:
     """:func:`_initial_assignment`, or the very same outcome as the head's previous nomination
     when nothing it reads has changed since: the same workload object in the same ClusterQueue,
-    resuming its flavor scan at the same place, and no workload admitted or released in its cohort
-    tree in a flavor the queue lists (:meth:`ClusterState.version`). Flavor assignment and
-    preemption read only those flavors of that tree (quota, usage, the workloads holding quota
-    there and their order), so they would come out equal; a StrictFIFO head, or one whose scan
-    resumes, is tried again every cycle while its cohort is quiet. (Not with nodes, whose
-    placement is global, nor with fair sharing, whose shares span every flavor.)"""
+    resuming its flavor scan at the same place, no workload admitted or released in its cohort
+    tree in a flavor the queue lists (:meth:`ClusterState.version`) and, with a topology oracle,
+    the nodes in the same free state (``capacity_version``). Flavor assignment and preemption read
+    only those flavors of that tree (quota, usage, the workloads holding quota there and their
+    order), and a topology check only the nodes' free state and where those workloads run, so
+    they would come out equal: a head that cannot fit (a StrictFIFO head blocking its queue, one
+    whose scan resumes) costs a lookup until something it needs frees. (Not with fair sharing,
+    whose shares span every flavor.)"""
     version = state.version(entry.cluster_queue)
+    nodes = topology.capacity_version() if topology is not None else None
     scan = None if resume is None else tuple(tuple(tried.items()) for tried in resume)
     previous = state.nominations.get(entry.key)
     if (
@@ -131,19 +143,24 @@ def _reused_or_initial_assignment(state: ClusterState, entry: Entry, resume: Sca
         and previous[1] == entry.cluster_queue
         and previous[2] == version
         and previous[3] == scan
+        and previous[4] == nodes
     ):
-        assignment, targets = previous[4], previous[5]
+        assignment, targets = previous[5], previous[6]
         assert isinstance(assignment, Assignment) and isinstance(targets, tuple)
         entry.assignment, entry.targets = assignment, list(targets)
+        entry.topology_blocked = previous[7] is True
         return
-    _initial_assignment(state, entry, resume, None)
+    state.evaluations += 1
+    _initial_assignment(state, entry, resume, topology)
     state.nominations[entry.key] = (
         entry.workload,
         entry.cluster_queue,
         version,
         scan,
+        nodes,
         entry.assignment,
         tuple(entry.targets),
+        entry.topology_blocked,
     )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
@@ -49,10 +49,13 @@ IMMEDIATE = frozenset({RequeueReason.FAILED_AFTER_NOMINATION, RequeueReason.PEND
 @dataclass(slots=True)
 class QueueCounts:
     """Workloads by where they wait, kept as they move (never summed over queues or groups):
-    ``active`` in the heap or following a representative, ``inadmissible`` parked."""
+    ``active`` in the heap or following a representative, ``inadmissible`` parked. ``with_heads``:
+    the names of the queues counted here that have an active workload (a head) now, so that a
+    cycle visits those, not every queue."""
 
     active: int = 0
     inadmissible: int = 0
+    with_heads: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,12 +177,18 @@ class ClusterQueueQueue:
     def _count(self, active: int, inadmissible: int) -> None:
         """Workloads became active or inadmissible (negative: stopped being)."""
         counts = self.counts
+        was_active = counts.active > 0
         counts.active += active
         counts.inadmissible += inadmissible
         totals = self._totals
         if totals is not None:
             totals.active += active
             totals.inadmissible += inadmissible
+            if was_active != (counts.active > 0):
+                if was_active:
+                    totals.with_heads.discard(self.name)
+                else:
+                    totals.with_heads.add(self.name)
 
     @property
     def inadmissible(self) -> dict[str, Workload]:

@@ -94,6 +94,7 @@ class ClusterState:
         self._ordered: dict[tuple[str, FlavorResource], list[OrderEntry]] = {}
         self.versions: dict[tuple[QuotaNode, str], int] = {}  # (root, flavor): see version()
         self._flavors: dict[str, tuple[str, ...]] = {}
+        self._topology: dict[str, bool] = {}
         self.oracle_answers: dict[tuple[object, ...], tuple[int, Any]] = {}
         """The preemption oracle's answers by question, with the flavor's version when asked."""
         self.now = 0.0
@@ -105,6 +106,8 @@ class ClusterState:
         scheduler)."""
         """Rank preemption candidates of one priority by the work each loses per unit it frees
         (while :func:`gpuq.core.fair_preemption.preemption_targets` tries that order)."""
+        self.evaluations = 0
+        """Nominations worked out (not reused): what the heads of the cycles cost."""
         self.nominations: dict[str, tuple[object, ...]] = {}
         """The latest nomination of each head, for :func:`gpuq.core.nomination.nominate` to reuse
         while nothing it reads changed (:meth:`version`)."""
@@ -170,6 +173,20 @@ class ClusterState:
         root = self.tree.cluster_queues[cq_name].root()
         versions = self.versions
         return tuple(versions.get((root, flavor), 0) for flavor in flavors)
+
+    def lists_topology(self, cq_name: str) -> bool:
+        """Whether ``cq_name`` lists a flavor with a topology: only then can a placement (the
+        nodes) change what a nomination there decides (a flavor without one is placed on quota)."""
+        lists = self._topology.get(cq_name)
+        if lists is None:
+            flavors = self.config.flavors
+            groups = self.config.cluster_queues[cq_name].resource_groups
+            lists = self._topology[cq_name] = any(
+                (flavor := flavors.get(f.name)) is not None and bool(flavor.topology_name)
+                for g in groups
+                for f in g.flavors
+            )
+        return lists
 
     def cluster_queue(self, name: str) -> ClusterQueue:
         return self.config.cluster_queues[name]

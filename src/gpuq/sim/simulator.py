@@ -300,6 +300,7 @@ class Simulation:
         """Per ClusterQueue, the pending workloads that reported why they wait, in order: the first
         is the head a newcomer queues behind (a StrictFIFO head blocks everything after it)."""
         self._next_arrival = 0
+        self.settled = 0  # workloads that ended, or were refused a queue when they arrived
         self.events = 0
         self._now = 0.0
         self._futile = 0  # PodsReady timeouts since a workload last ran, ended or arrived, or nodes changed
@@ -379,6 +380,21 @@ class Simulation:
         """How many of ``jobs`` (in arrival order) have arrived."""
         return self._next_arrival
 
+    def progress(self) -> float:
+        """How far the run is, in [0, 1]: the horizon's share elapsed when there is one; otherwise
+        each workload counts twice, once when it arrives and once when it settles (ends, or is
+        refused a queue), so the drain after the last arrival counts too and 1 means every
+        workload is done. Workloads created during the run (replicas, CronJob runs) count from
+        their creation; one that waits forever keeps the figure below 1 until the run ends."""
+        horizon = self.settings.horizon_s
+        if horizon is not None and horizon > 0:
+            return min(max(self._now / horizon, 0.0), 1.0)
+        expected = max(len(self.jobs) + len(self._residents), len(self.runs))
+        total = len(self.jobs) + expected
+        if total == 0:
+            return 1.0
+        return min((self._next_arrival + self.settled) / total, 1.0)
+
     @property
     def down(self) -> frozenset[str]:
         """Nodes out of service now."""
@@ -415,6 +431,7 @@ class Simulation:
                 run.cluster_queue = self.life.lives[job.key].cluster_queue
                 if run.cluster_queue is None:
                     run.status = WorkloadState.INADMISSIBLE
+                    self.settled += 1
                 else:
                     run.status = WorkloadState.PENDING
                     self.recorder.team_pending(0.0, job.team, 1)
@@ -527,6 +544,7 @@ class Simulation:
         run.cluster_queue = life.cluster_queue
         if life.state == WorkloadState.INADMISSIBLE:
             run.status, run.reason = WorkloadState.INADMISSIBLE, life.message
+            self.settled += 1
             return
         waiting = self._waiting.get(run.cluster_queue or "")
         run.behind = next(iter(waiting), "") if waiting else ""
@@ -778,6 +796,8 @@ class Simulation:
             run.ready_timeouts += 1
         if effect.message or effect.cause != "work":
             run.reason = effect.message
+        if run.ended is None and run.status != WorkloadState.INADMISSIBLE:  # counted once
+            self.settled += 1
         run.status, run.ended, run.held = effect.state, now, False
         run.deleted = effect.cause == "withdrawn"
         self._not_waiting(run)

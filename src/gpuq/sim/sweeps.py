@@ -31,7 +31,7 @@ from typing import Any
 
 from gpuq.sim.provisioning.provisioner import Provisioner
 from gpuq.sim.scenario import PreparedVariant, ScenarioError, ScenarioPlan, load_workloads, prepare
-from gpuq.sim.simulator import SimResult
+from gpuq.sim.simulator import SimResult, Simulation
 from gpuq.sim.traces.model import BadRow, TraceRead
 
 PROGRESS_STEPS = 200  # progress reports per variant: a bar's resolution, not a cost
@@ -134,22 +134,21 @@ def state_lines(plan: ScenarioPlan, prepared: PreparedVariant) -> tuple[str, ...
 def _simulate(
     index: int, prepared: PreparedVariant, progress: Progress | None
 ) -> tuple[SimResult, Provisioner | None, tuple[str, ...]]:
-    """The run, reporting its clock ``PROGRESS_STEPS`` times, and what to warn of it."""
-    last = max(
-        [j.workload.creation_time for j in prepared.jobs] + [r.remaining_s for r in prepared.residents],
-        default=0.0,
-    )
-    total = prepared.settings.horizon_s or last or 1.0
+    """The run, reporting how far it is ``PROGRESS_STEPS`` times (``"share"``: arrivals and ends, so
+    the drain counts: :meth:`Simulation.progress`; ``"at"``: its clock), and what to warn of it."""
     on_progress: Callable[[float], None] | None = None
+    simulation: Simulation | None = None
     if progress is not None:
-        progress(index, "total", total)
-        marks = {"next": 0.0}
-        step = total / PROGRESS_STEPS
+        progress(index, "total", PROGRESS_STEPS)
+        marks = {"next": 0}
 
         def on_progress(now: float) -> None:
-            if now >= marks["next"]:
-                marks["next"] = now + step
-                progress(index, "at", min(now, total))
+            assert simulation is not None
+            done = int(simulation.progress() * PROGRESS_STEPS)
+            if done >= marks["next"]:
+                marks["next"] = done + 1
+                progress(index, "at", now)
+                progress(index, "share", done)
 
     simulation = prepared.simulation(on_progress)
     result = simulation.run()

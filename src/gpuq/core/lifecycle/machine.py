@@ -672,14 +672,12 @@ class Lifecycle:
 
     def _freeing(self, key: str, at: float, release: Callable[[], None]) -> None:
         """Free ``key``'s nodes through ``release``; pods waiting for room may now be bound."""
-        unplaced = self.scheduler.unplaced
-        waiting = set(unplaced) if unplaced else set()
+        self.scheduler.take_placed_waiting()  # bound earlier: started where they were bound
         nodes = self.scheduler.nodes_of(key) if key else ()
         release()
         if key:
             self.hooks.effect(Released(key, nodes, at))
-        waiting.discard(key)
-        for bound in sorted(waiting - set(self.scheduler.unplaced)):
+        for bound in sorted(set(self.scheduler.take_placed_waiting()) - {key}):
             other = self.lives.get(bound)
             if other is not None and other.state == S.ADMITTED and not other.bound and not other.held:
                 self._start(other, at)

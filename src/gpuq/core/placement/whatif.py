@@ -28,6 +28,9 @@ class TopologyWhatIf:
         self.placer = placer
         self._empty: Placer | None = None
 
+    def capacity_version(self) -> int:
+        return self.placer.capacity_version
+
     def topology_failure_when_empty(
         self, workload: Workload, pod_sets: Sequence[PodSetAssignment]
     ) -> str | None:
