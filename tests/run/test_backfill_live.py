@@ -11,14 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from gpuq.run.executors.local import LocalExecutor
-from gpuq.run.gpus import local_node, virtual_devices
-from gpuq.run.loop import ControlLoop
-from gpuq.run.store import Store
-
-from .test_loop import job, run_until, state, submit
+from .test_loop import job, make_plane, run_until, state, submit
 
 CONFIG = """
 apiVersion: kueue.x-k8s.io/v1beta2
@@ -59,14 +53,7 @@ def declared(name: str, seconds: float, runs_s: float, gpus: int = 1) -> dict[st
 
 @pytest.fixture
 def plane(tmp_path: Path):  # type: ignore[no-untyped-def]
-    store = Store(f"sqlite:///{tmp_path / 'gpuq.db'}")
-    store.migrate()
-    for document in yaml.safe_load_all(CONFIG):
-        store.apply_object(document)
-    node = local_node(virtual_devices(2, "A100-80GB"), name="box", cpu_milli=16_000, memory_bytes=64 << 30)
-    loop = ControlLoop(
-        store, LocalExecutor(tmp_path / "work"), [node], workdir=tmp_path / "work", restart_backoff_s=0
-    )
+    store, loop = make_plane(tmp_path, CONFIG)
     yield store, loop
     loop.close()
     store.close()

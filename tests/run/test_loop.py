@@ -81,16 +81,22 @@ def job(
     }
 
 
-@pytest.fixture
-def plane(tmp_path: Path):  # type: ignore[no-untyped-def]
+def make_plane(tmp_path: Path, config: str) -> tuple[Store, ControlLoop]:
+    """A store with ``config`` applied and a loop over one node of 2 virtual A100s."""
     store = Store(f"sqlite:///{tmp_path / 'gpuq.db'}")
     store.migrate()
-    for document in yaml.safe_load_all(CONFIG):
+    for document in yaml.safe_load_all(config):
         store.apply_object(document)
     node = local_node(virtual_devices(2, "A100-80GB"), name="box", cpu_milli=16_000, memory_bytes=64 << 30)
     loop = ControlLoop(
         store, LocalExecutor(tmp_path / "work"), [node], workdir=tmp_path / "work", restart_backoff_s=0
     )
+    return store, loop
+
+
+@pytest.fixture
+def plane(tmp_path: Path):  # type: ignore[no-untyped-def]
+    store, loop = make_plane(tmp_path, CONFIG)
     yield store, loop, tmp_path
     loop.close()
     store.close()
