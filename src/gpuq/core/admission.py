@@ -352,6 +352,7 @@ class Scheduler:
         touched = {self.state.node(name).root() for name in queues}
         admitted_keys = {a.workload for a in admitted}
         backfilled: list[Entry] = []
+        reserved: set[str] = set()
         for head in entries:
             cq = self.config.cluster_queues[head.cluster_queue]
             if not cq.backfill or cq.queueing_strategy != QueueingStrategy.STRICT_FIFO:
@@ -369,7 +370,7 @@ class Scheduler:
             queue = self.queues[head.cluster_queue]
             seen = (head.workload, self.state.version(head.cluster_queue), queue.pushes, nodes)
             if self._planned.get(head.cluster_queue) == seen and head.key in self.reservations:
-                pending[:] = [self._reserved_pending(head, p) for p in pending]
+                reserved.add(head.key)
                 continue
             self._planned[head.cluster_queue] = seen
             # The capacity Kueue keeps for a head without preemption candidates is the head's to
@@ -387,14 +388,15 @@ class Scheduler:
                 )
             finally:
                 self.state.tree.add(head.cluster_queue, held)
-            pending[:] = [self._reserved_pending(head, p) for p in pending]
+            reserved.add(head.key)
+        if reserved:  # each reserved head's Pending says so, in one pass over the cycle's
+            pending[:] = [
+                Pending(p.workload, p.reason, f"{p.message}; {backfill.RESERVED}", p.cluster_queue)
+                if p.workload in reserved
+                else p
+                for p in pending
+            ]
         return backfilled
-
-    def _reserved_pending(self, head: Entry, why: Pending) -> Pending:
-        """``why`` with the head's reservation said, when it is the head's."""
-        if why.workload != head.key:
-            return why
-        return self._pending(head, f"{why.message}; {backfill.RESERVED}", why.reason)
 
     def _backfill_behind(
         self,
