@@ -511,6 +511,17 @@ CASES: list[tuple[str, Callable[[Docs], None], tuple[str, str, str, str]]] = [
         ("Cohort", "org", "spec.parentName", "cohort cycle: org -> team -> org"),
     ),
     (
+        "a usage half-life that is not a positive duration is rejected",
+        add(
+            "c1",
+            {
+                **cohort("team"),
+                "metadata": {"name": "team", "annotations": {"gpuq.dev/usage-half-life": "0s"}},
+            },
+        ),
+        ("Cohort", "team", "metadata.annotations[gpuq.dev/usage-half-life]", "not a positive duration"),
+    ),
+    (
         "a cohort that is its own parent is a cycle",
         add("c1", cohort("team", "team")),
         ("Cohort", "team", "spec.parentName", "cohort cycle: team -> team"),
@@ -799,6 +810,20 @@ WARNINGS: list[tuple[str, Callable[[Docs], None], tuple[str, str, str, str]]] = 
             "metadata.annotations[gpuq.dev/backfill]",
             "has no effect on a BestEffortFIFO queue",
         ),
+    ),
+    (
+        "a usage half-life on a cohort with a parent has no effect",
+        both(
+            add("c0", cohort("org")),
+            add(
+                "c1",
+                {
+                    **cohort("team", "org"),
+                    "metadata": {"name": "team", "annotations": {"gpuq.dev/usage-half-life": "6h"}},
+                },
+            ),
+        ),
+        ("Cohort", "team", "metadata.annotations[gpuq.dev/usage-half-life]", "root cohort's half-life"),
     ),
     (
         "an expected duration that is not a duration is ignored with a warning",

@@ -175,7 +175,15 @@ def cohort(obj: kueue.Cohort) -> core.Cohort:
         parent=obj.spec.parent_name or None,
         resource_groups=resource_groups(obj.spec.resource_groups),
         fair_weight=fair_weight(obj.spec.fair_sharing),
+        usage_half_life_s=_half_life(obj),
     )
+
+
+def _half_life(obj: kueue.Cohort) -> float | None:
+    """A root cohort's ``gpuq.dev/usage-half-life`` (docs/usage-fair-share.md); a bad value is
+    ignored here and reported by ``gpuq validate``."""
+    value = obj.metadata.annotations.get(workload_gates.USAGE_HALF_LIFE)
+    return None if value is None else workload_gates.usage_half_life_s(value)
 
 
 def admission_check(obj: kueue.AdmissionCheck) -> core.AdmissionCheck:

@@ -170,6 +170,7 @@ class Settings(Strict):
     min_runtime: Seconds | None = None  # gpuq.dev/min-runtime of every workload that sets none
     victim_order: Literal["kueue", "lost-work"] | None = None  # every ClusterQueue's gpuq.dev/victim-order
     backfill: bool | None = None  # every StrictFIFO ClusterQueue's gpuq.dev/backfill
+    usage_half_life: PositiveSeconds | None = None  # every root cohort's gpuq.dev/usage-half-life
     declared_runtime_factor: Annotated[float, Field(gt=0, le=1000)] | None = None
     """Each workload without a gpuq.dev/expected-duration declares startupDelay + factor × its runtime."""
     bins: Annotated[int, Field(gt=0, le=10_000)] = 240
@@ -184,6 +185,7 @@ class SettingsOverride(Strict):
     min_runtime: Seconds | None = None
     victim_order: Literal["kueue", "lost-work"] | None = None
     backfill: bool | None = None
+    usage_half_life: PositiveSeconds | None = None
     declared_runtime_factor: Annotated[float, Field(gt=0, le=1000)] | None = None
 
 

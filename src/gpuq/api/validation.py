@@ -68,7 +68,26 @@ def validate_object(manifest: Manifest) -> list[Diagnostic]:
         out += _gate_annotations(manifest, obj)
     if isinstance(obj, kueue.ClusterQueue):
         out += _queue_annotations(manifest, obj)
+    if isinstance(obj, kueue.Cohort):
+        out += _cohort_annotations(manifest, obj)
     return out
+
+
+def _cohort_annotations(manifest: Manifest, cohort: kueue.Cohort) -> list[Diagnostic]:
+    """``gpuq.dev/usage-half-life``: a positive duration, read on root cohorts only."""
+    value = cohort.metadata.annotations.get(workload_gates.USAGE_HALF_LIFE)
+    if value is None:
+        return []
+    at = ("metadata", "annotations", workload_gates.USAGE_HALF_LIFE)
+    if workload_gates.usage_half_life_s(value) is None:
+        return [manifest.diagnostic(at, f"{value!r} is not a positive duration (e.g. 12h, 168h, 90m)")]
+    if cohort.spec.parent_name:
+        message = (
+            "has no effect on a cohort with a parent: the root cohort's half-life applies to its "
+            "whole tree"
+        )
+        return [manifest.diagnostic(at, message, "warning")]
+    return []
 
 
 def _queue_annotations(manifest: Manifest, cq: kueue.ClusterQueue) -> list[Diagnostic]:

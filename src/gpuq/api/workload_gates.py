@@ -24,6 +24,7 @@ from gpuq.api.names import dns_subdomain_problem
 
 ADMISSION_GATED_BY = "kueue.x-k8s.io/admission-gated-by"
 MIN_RUNTIME = "gpuq.dev/min-runtime"
+USAGE_HALF_LIFE = "gpuq.dev/usage-half-life"  # on a root Cohort: fair share from decayed usage
 """gpuq's preemption protection: for this long after its quota is reserved the workload is no
 preemption candidate (a Go duration, ``30m``; docs/preemption-protection.md)."""
 EXPECTED_DURATION = "gpuq.dev/expected-duration"
@@ -77,6 +78,15 @@ def min_runtime_s(value: str | None) -> float | None:
     except ValueError:
         return None
     return seconds if seconds >= 0 else None
+
+
+def usage_half_life_s(value: str) -> float | None:
+    """The seconds of a root cohort's ``gpuq.dev/usage-half-life``; None unless a positive duration."""
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
 def priority_boost(value: str | None) -> int | None:

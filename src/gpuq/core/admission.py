@@ -585,7 +585,7 @@ class Scheduler:
         queue until then (a backoff after a waitForPodsReady timeout, Kueue's UpdateRequeueState).
         ``order_at``: its queue-order timestamp from now on (None: its creation time).
         """
-        admitted = self.state.release(key)
+        admitted = self.state.release(key, now)
         self._release_nodes(key)
         self._uncharge(admitted)
         self.reserved_checks.pop(key, None)
@@ -598,9 +598,9 @@ class Scheduler:
         self.queues[admitted.cluster_queue].push(requeued)
         self.wake(admitted.cluster_queue)
 
-    def finish(self, key: str) -> None:
-        """A workload completed: release its quota and wake its cohort tree."""
-        admitted = self.state.release(key)
+    def finish(self, key: str, now: float | None = None) -> None:
+        """A workload completed at ``now``: release its quota and wake its cohort tree."""
+        admitted = self.state.release(key, now)
         self._release_nodes(key)
         self._uncharge(admitted)
         self.reserved_checks.pop(key, None)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from gpuq.core import usage_history
 from gpuq.core.model import FairSharingStrategy
 from gpuq.core.quota import FlavorResource, QuotaNode, potential_available
 from gpuq.core.state import ClusterState
@@ -195,6 +196,41 @@ def _usage(entry: Entry) -> Mapping[FlavorResource, int]:
     return entry.assignment.usage if entry.assignment else {}
 
 
+def _history_shares(
+    state: ClusterState, root: QuotaNode, pending: Mapping[str, list[Entry]], half_life: float
+) -> dict[tuple[str, str], float]:
+    """Each pending head's usage-history share at every level of its path, at ``state.now``."""
+    used: dict[str, dict[str, float]] = {}
+
+    def of(node: QuotaNode) -> dict[str, float]:
+        value = used.get(node.name)
+        if value is None:
+            if node.is_cluster_queue:
+                history = state.history.get(node.name)
+                value = history.value(state.now) if history is not None else {}
+            else:
+                value = usage_history.summed([of(child) for child in node.children])
+            used[node.name] = value
+        return value
+
+    out: dict[tuple[str, str], float] = {}
+    for cq in subtree_queues(root):
+        queued = pending.get(cq.name)
+        if not queued:
+            continue
+        key = queued[0].key
+        child = cq
+        while child.parent is not None:
+            nominal: dict[str, int] = {}
+            for (_, resource), amount in child.subtree_quota.items():
+                nominal[resource] = nominal.get(resource, 0) + amount
+            out[(child.parent.name, key)] = usage_history.share(
+                of(child), nominal, half_life, weight_of(state, child)
+            )
+            child = child.parent
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class _Tournament:
     """One pick of Kueue's runTournament over a cohort tree."""
@@ -203,6 +239,9 @@ class _Tournament:
     prefer_non_borrowing: bool
     by_priority: bool
     preemptors_first: bool = False
+    history: Mapping[tuple[str, str], float] | None = None
+    """(parent cohort, entry key) -> the child's usage-history share, where the root cohort has a
+    ``gpuq.dev/usage-half-life`` (:mod:`gpuq.core.usage_history`)."""
 
     @classmethod
     def run_for(cls, state: ClusterState, root: QuotaNode, pending: Mapping[str, list[Entry]]) -> Entry:
@@ -218,11 +257,13 @@ class _Tournament:
                 for ancestor in cq.path_to_root():
                     shares[(ancestor.name, entry.key)] = share
                     share = node_share(state, ancestor)
+        half_life = state.half_life(root)
         tournament = cls(
             shares,
             gate(state, "FairSharingPrioritizeNonBorrowing"),
             gate(state, "PrioritySortingWithinCohort"),
             gate(state, "PrioritizePreemptorWorkloads"),
+            None if half_life is None else _history_shares(state, root, pending, half_life),
         )
         winner = tournament.play(root, pending)
         assert winner is not None, "a tree with a pending entry always has a winner"
@@ -250,6 +291,10 @@ class _Tournament:
             borrows_a, borrows_b = share_a.borrowing_on(_usage(a)), share_b.borrowing_on(_usage(b))
             if borrows_a != borrows_b:
                 return not borrows_a
+        if self.history is not None:
+            used_a, used_b = self.history[(parent, a.key)], self.history[(parent, b.key)]
+            if used_a != used_b:
+                return used_a < used_b
         order = compare_shares(share_a, share_b)
         if order:
             return order < 0

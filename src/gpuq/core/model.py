@@ -216,6 +216,9 @@ class Cohort:
     parent: str | None = None
     resource_groups: tuple[ResourceGroup, ...] = ()
     fair_weight: Fraction = Fraction(1)
+    usage_half_life_s: float | None = None
+    """``gpuq.dev/usage-half-life`` on a root cohort: fair sharing in its tree ranks by decayed usage
+    history before current borrowing (:mod:`gpuq.core.usage_history`)."""
 
 
 @dataclass(frozen=True, slots=True)

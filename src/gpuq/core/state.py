@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuq.core.model import Admission, ClusterConfig, ClusterQueue, Workload
 from gpuq.core.quota import FlavorResource, QuotaNode, QuotaTree
+from gpuq.core.usage_history import QueueHistory
 
 OrderEntry = tuple[int, float, str, str]
 """(priority, -quota reservation time, uid or key, key): sorts as Kueue orders preemption candidates."""
@@ -97,6 +98,13 @@ class ClusterState:
         self._topology: dict[str, bool] = {}
         self.oracle_answers: dict[tuple[object, ...], tuple[int, Any]] = {}
         """The preemption oracle's answers by question, with the flavor's version when asked."""
+        self.history: dict[str, QueueHistory] = {}
+        """Decayed usage of the ClusterQueues whose root cohort has a usage half-life."""
+        for root in self.tree.roots():
+            half_life = self.half_life(root)
+            if half_life is not None:
+                for cq in self.tree.queues_in_tree(root):
+                    self.history[cq.name] = QueueHistory(half_life)
         self.now = 0.0
         """The time of the cycle being planned (preemption protection, ``min_runtime_s``)."""
         self.rank_by_loss = False
@@ -194,17 +202,29 @@ class ClusterState:
     def node(self, cq_name: str) -> QuotaNode:
         return self.tree.cluster_queues[cq_name]
 
-    def reserve(self, admitted: AdmittedWorkload) -> None:
-        """Record that a workload holds quota (admission or quota reservation)."""
+    def reserve(self, admitted: AdmittedWorkload, at: float | None = None) -> None:
+        """Record that a workload holds quota (admission or quota reservation) from ``at``."""
         if admitted.key in self.admitted:
             raise ValueError(f"workload {admitted.key} already holds quota")
         self._show(admitted)
+        self._record(admitted, 1, admitted.quota_reserved_time if at is None else at)
 
-    def release(self, key: str) -> AdmittedWorkload:
-        """Release a workload's quota (finished, evicted or deleted)."""
+    def release(self, key: str, at: float | None = None) -> AdmittedWorkload:
+        """Release a workload's quota (finished, evicted or deleted) at ``at``."""
         admitted = self.admitted[key]
         self._hide(admitted)
+        self._record(admitted, -1, self.now if at is None else at)
         return admitted
+
+    def _record(self, admitted: AdmittedWorkload, sign: int, at: float) -> None:
+        history = self.history.get(admitted.cluster_queue)
+        if history is not None:
+            history.change(admitted.usage, sign, at)
+
+    def half_life(self, root: QuotaNode) -> float | None:
+        """The ``gpuq.dev/usage-half-life`` of a root cohort, None where its tree has none."""
+        cohort = self.config.cohorts.get(root.name)
+        return cohort.usage_half_life_s if cohort is not None and root.parent is None else None
 
     @contextmanager
     def simulate_removal(self, workloads: Iterable[AdmittedWorkload]) -> Iterator[None]:

@@ -29,7 +29,7 @@ from gpuq.api.scenario import (
     SettingsOverride,
     TraceSource,
 )
-from gpuq.core.model import Admission, ClusterConfig, QueueingStrategy
+from gpuq.core.model import Admission, ClusterConfig, Cohort, QueueingStrategy
 from gpuq.core.nodes import Node
 from gpuq.sim.cron_jobs import CronJobs, CronPlan, CronPlanError, cron_plan
 from gpuq.sim.fcfs import ANY_FLAVOR, FCFS_QUEUE, fcfs_config
@@ -320,6 +320,9 @@ def prepare(plan: ScenarioPlan, variant: VariantPlan, trace: TraceRead) -> Prepa
             for n, q in config.cluster_queues.items()
         }
         config = dataclasses.replace(config, cluster_queues=queues)
+    half_life = variant.override.usage_half_life or base_settings.usage_half_life
+    if half_life is not None:
+        config = with_usage_half_life(config, half_life)
     factor = variant.override.declared_runtime_factor or base_settings.declared_runtime_factor
     if factor is not None:
         jobs = [_declared(j, factor, settings.startup_s) for j in jobs]
@@ -432,6 +435,18 @@ def _fcfs_resident(resident: Resident) -> Resident:
     )
     workload = dataclasses.replace(resident.job.workload, admission=moved)
     return dataclasses.replace(resident, job=dataclasses.replace(resident.job, workload=workload))
+
+
+def with_usage_half_life(config: ClusterConfig, seconds: float) -> ClusterConfig:
+    """Every root cohort, named by a Cohort or only by its ClusterQueues, with ``seconds`` as its
+    ``gpuq.dev/usage-half-life`` (the scenario's ``usageHalfLife``)."""
+    cohorts = dict(config.cohorts)
+    roots = {q.cohort for q in config.cluster_queues.values() if q.cohort} | set(cohorts)
+    for name in sorted(roots):
+        cohort = cohorts.get(name) or Cohort(name)
+        if cohort.parent is None:
+            cohorts[name] = dataclasses.replace(cohort, usage_half_life_s=seconds)
+    return dataclasses.replace(config, cohorts=cohorts)
 
 
 def _min_runtime(base: Settings, override: SettingsOverride) -> float:

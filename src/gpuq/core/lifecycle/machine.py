@@ -665,7 +665,7 @@ class Lifecycle:
         key = life.key
         del self.lives[key]
         if self.scheduler.holds(key):
-            self._freeing(key, at, lambda: self.scheduler.finish(key))
+            self._freeing(key, at, lambda: self.scheduler.finish(key, at))
         else:
             self.scheduler.withdraw(key)
             self._dirty = True
