@@ -32,7 +32,7 @@ from .test_export_clusters import example_configurations
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = Path(__file__).parent / "data" / "terraform"
-NO_CLOUD = {"philly", "philly-week", "backfill"}
+NO_CLOUD = {"philly", "philly-week", "backfill", "usage-fair-share"}
 """Examples whose pools are a trace's machines (``philly-12gb-2gpu-8cpu``), of no cloud."""
 META_ARGUMENTS = {"depends_on", "count", "for_each", "provider", "lifecycle"}
 runner = CliRunner()
