@@ -24,9 +24,10 @@ from gpuq.api.names import dns_subdomain_problem
 
 ADMISSION_GATED_BY = "kueue.x-k8s.io/admission-gated-by"
 MIN_RUNTIME = "gpuq.dev/min-runtime"
-USAGE_HALF_LIFE = "gpuq.dev/usage-half-life"  # on a root Cohort: fair share from decayed usage
 """gpuq's preemption protection: for this long after its quota is reserved the workload is no
 preemption candidate (a Go duration, ``30m``; docs/preemption-protection.md)."""
+USAGE_HALF_LIFE = "gpuq.dev/usage-half-life"
+"""On a root Cohort: its tree's fair sharing ranks by decayed usage (docs/usage-fair-share.md)."""
 EXPECTED_DURATION = "gpuq.dev/expected-duration"
 """How long a workload runs, as its owner declares it: forecasts and the simulator read it, and
 backfill admits a workload ahead of a reserved head only when it ends in time (docs/backfill.md)."""

@@ -21,14 +21,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-FlavorResource = tuple[str, str]
+from gpuq.core.admission_fairshare import alpha
+from gpuq.core.quota import FlavorResource
 
 
 def decay(elapsed_s: float, half_life_s: float) -> float:
-    """The factor a value keeps after ``elapsed_s`` (1 for no time, 0.5 after one half-life)."""
-    if elapsed_s <= 0:
-        return 1.0
-    return math.exp(-math.log(2) * elapsed_s / half_life_s)
+    """The factor a value keeps after ``elapsed_s`` (1 for no time, 0.5 after one half-life): what
+    Admission Fair Sharing's alpha leaves of the old usage."""
+    return 1.0 - alpha(max(elapsed_s, 0.0), half_life_s)
 
 
 @dataclass(slots=True)
